@@ -1,0 +1,44 @@
+"""Base encodings shared by every stage.
+
+Mapping code: A=0, C=1, G=2, T=3 (upper or lower case), anything else 4 ("N").
+Pair files and filters work on ASCII bytes; the mapper works on codes.
+"""
+import numpy as np
+from numba import njit
+
+N_CODE = 4
+
+#: ASCII byte -> mapping code (A/a=0, C/c=1, G/g=2, T/t=3, everything else 4)
+ASCII_TO_CODE = np.full(256, N_CODE, dtype=np.uint8)
+for _i, _b in enumerate(b"ACGT"):
+    ASCII_TO_CODE[_b] = _i
+    ASCII_TO_CODE[_b + 32] = _i
+
+#: mapping code -> upper-case ASCII byte
+CODE_TO_ASCII = np.frombuffer(b"ACGTN", dtype=np.uint8).copy()
+
+#: complement of a mapping code (N stays N)
+COMPLEMENT_CODE = np.array([3, 2, 1, 0, 4], dtype=np.uint8)
+
+
+@njit(cache=True, nogil=True)
+def encode_ascii(ascii_bytes):
+    """ASCII bytes -> mapping codes (new uint8 array)."""
+    out = np.empty(ascii_bytes.shape[0], np.uint8)
+    table = ASCII_TO_CODE
+    for i in range(ascii_bytes.shape[0]):
+        out[i] = table[ascii_bytes[i]]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def reverse_complement_batch(codes, offsets):
+    """Reverse-complement every sequence of a concatenated batch (same offsets)."""
+    out = np.empty_like(codes)
+    for r in range(offsets.shape[0] - 1):
+        a = offsets[r]
+        b = offsets[r + 1]
+        for i in range(b - a):
+            c = codes[b - 1 - i]
+            out[a + i] = 3 - c if c < 4 else 4
+    return out

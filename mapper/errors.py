@@ -1,0 +1,23 @@
+"""Errors a user can cause. The CLI turns them into one 'pymap: error:' line."""
+
+
+class PymapError(Exception):
+    """Base class; exit_code 1 for data errors."""
+    exit_code = 1
+
+
+class UsageError(PymapError):
+    """Bad option values (exit 2)."""
+    exit_code = 2
+
+
+class InputError(PymapError):
+    """Malformed or unreadable FASTA/FASTQ/pair input."""
+
+
+class IndexMismatch(PymapError):
+    """The index was built from another reference or with another format version."""
+
+
+class IndexCorrupt(PymapError):
+    """The index file is truncated or damaged."""

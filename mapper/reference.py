@@ -1,0 +1,101 @@
+"""The reference: contigs as one global array of mapping codes with contig boundaries."""
+import gzip
+import hashlib
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernels.encoding import ASCII_TO_CODE
+from mapper.errors import InputError
+
+
+@dataclass
+class Reference:
+    """names: contig names (str); offsets: int64[n+1] global start of each contig;
+    codes: uint8 mapping codes of all contigs concatenated (non-ACGT is 4);
+    checksum: hex digest of the names and sequences (identifies the reference for an index)."""
+    names: list
+    offsets: np.ndarray
+    codes: np.ndarray
+    checksum: str
+    path: str = None
+
+    @property
+    def lengths(self):
+        return np.diff(self.offsets)
+
+    def __len__(self):
+        return len(self.names)
+
+    def contig_of(self, pos):
+        """Contig index holding each global position (array)."""
+        return np.searchsorted(self.offsets, pos, side="right") - 1
+
+
+def open_maybe_gzip(path):
+    """Bytes of a plain or gzip file; InputError when missing or damaged."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+            fh.seek(0)
+            if head == b"\x1f\x8b":
+                with gzip.GzipFile(fileobj=fh) as gz:
+                    return gz.read()
+            return fh.read()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied") from None
+    except (EOFError, OSError, zlib.error) as exc:
+        raise InputError(f"{path}: damaged gzip data ({exc})") from None
+
+
+def parse_fasta(data, source="reference"):
+    """FASTA bytes -> Reference. First word of a header line is the contig name."""
+    if b"\x00" in data[:65536]:
+        raise InputError(f"{source}: not a FASTA file (binary data)")
+    text = data.replace(b"\r", b"")
+    if not text.strip():
+        raise InputError(f"{source}: empty reference")
+    if not text.lstrip().startswith(b">"):
+        raise InputError(f"{source}: not a FASTA file (first line does not start with '>')")
+    names, chunks = [], []
+    seen = set()
+    for rec in text.lstrip()[1:].split(b"\n>"):
+        header, _, body = rec.partition(b"\n")
+        words = header.split()
+        if not words:
+            raise InputError(f"{source}: a FASTA header has no name (record {len(names) + 1})")
+        name = words[0].decode("ascii", "replace")
+        if name in seen:
+            raise InputError(f"{source}: duplicate contig name {name!r}")
+        seq = body.replace(b"\n", b"").replace(b" ", b"").replace(b"\t", b"")
+        if not seq:
+            continue  # empty contigs carry nothing to map to; @SQ cannot hold LN:0
+        seen.add(name)
+        names.append(name)
+        chunks.append(seq)
+    if not names:
+        raise InputError(f"{source}: reference has no sequence")
+    lengths = np.array([len(c) for c in chunks], dtype=np.int64)
+    offsets = np.zeros(len(chunks) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    raw = np.frombuffer(b"".join(chunks), dtype=np.uint8)
+    if np.any(raw < 33) or np.any(raw > 126):
+        raise InputError(f"{source}: sequence holds non-printable bytes")
+    codes = ASCII_TO_CODE[raw]
+    digest = hashlib.sha1()
+    for name, length in zip(names, lengths):
+        digest.update(f"{name}\t{length}\n".encode())
+    digest.update(codes.tobytes())
+    return Reference(names, offsets, codes, digest.hexdigest())
+
+
+def load_reference(path):
+    """Read a FASTA or gzipped FASTA file."""
+    ref = parse_fasta(open_maybe_gzip(path), source=str(path))
+    ref.path = str(path)
+    return ref
