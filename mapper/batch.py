@@ -11,12 +11,14 @@ class ReadBatch:
     codes: uint8 mapping codes (A=0 C=1 G=2 T=3, other 4) of every read, concatenated.
     rc_codes: reverse complement of each read, same layout (filled lazily by `with_rc`).
     offsets: int64[n+1], read i is codes[offsets[i]:offsets[i+1]].
-    names: list of bytes, quals: uint8 ASCII qualities concatenated like codes (or empty).
+    names: uint8 bytes of every read name concatenated, read i's at names[name_offsets[i]:...].
+    quals: uint8 ASCII qualities concatenated like codes (empty array for FASTA reads).
     first_index: global index of read 0 in the input (deterministic tie-breaking).
     """
     codes: np.ndarray
     offsets: np.ndarray
-    names: list
+    names: np.ndarray
+    name_offsets: np.ndarray
     quals: np.ndarray
     first_index: int = 0
     rc_codes: np.ndarray = field(default=None, repr=False)
@@ -27,6 +29,9 @@ class ReadBatch:
     @property
     def lengths(self):
         return np.diff(self.offsets).astype(np.int32)
+
+    def name(self, i):
+        return bytes(self.names[self.name_offsets[i]:self.name_offsets[i + 1]]).decode("ascii", "replace")
 
     def with_rc(self):
         if self.rc_codes is None:

@@ -1,0 +1,44 @@
+"""Filter chains: `--filter a,b` runs a first, then b only on what a accepted."""
+import numpy as np
+
+from mapper.plugins import Filter
+
+
+class FilterChain(Filter):
+    """Applies filters in order; a pair is accepted when every stage accepts it. The estimate is
+    the last stage's. `accepted[i]` counts the pairs stage i accepted (reported by the CLI)."""
+    name = "chain"
+
+    def __init__(self, stages, names):
+        self.stages = list(stages)
+        self.names = list(names)
+        self.accepted = [0] * len(self.stages)
+        self.seen = 0
+
+    def _run(self, call, n):
+        accept = np.ones(n, dtype=np.bool_)
+        estimate = np.zeros(n, dtype=np.int32)
+        idx = np.arange(n)
+        self.seen += n
+        for k, stage in enumerate(self.stages):
+            if idx.size == 0:
+                break
+            acc, est = call(stage, idx)
+            estimate[idx] = est
+            accept[idx[~acc]] = False
+            idx = idx[acc]
+            self.accepted[k] += idx.size
+        return accept, estimate
+
+    def filter_pairs(self, reads, refs, max_edits):
+        return self._run(lambda s, i: s.filter_pairs(reads[i], refs[i], max_edits), reads.shape[0])
+
+    def filter_candidates(self, read_codes, read_rc_codes, read_offsets, ref_codes,
+                          c_read, c_strand, c_pos, c_lo, c_hi, c_maxe):
+        return self._run(lambda s, i: s.filter_candidates(read_codes, read_rc_codes, read_offsets, ref_codes,
+                                                          c_read[i], c_strand[i], c_pos[i], c_lo[i], c_hi[i],
+                                                          c_maxe[i]), c_read.shape[0])
+
+    def close(self):
+        for s in self.stages:
+            s.close()

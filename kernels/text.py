@@ -1,0 +1,32 @@
+"""Byte-level helpers for the readers: gather line ranges out of a text buffer."""
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def gather_ranges(buf, starts, ends, table):
+    """Concatenate buf[starts[i]:ends[i]] mapped through a 256-entry table; returns (out, offsets)."""
+    n = starts.shape[0]
+    offsets = np.empty(n + 1, np.int64)
+    offsets[0] = 0
+    for i in range(n):
+        offsets[i + 1] = offsets[i] + (ends[i] - starts[i])
+    out = np.empty(offsets[n], np.uint8)
+    for i in range(n):
+        o = offsets[i]
+        for j in range(starts[i], ends[i]):
+            out[o] = table[buf[j]]
+            o += 1
+    return out, offsets
+
+
+@njit(cache=True, nogil=True)
+def first_word_ends(buf, starts, ends):
+    """End of the first whitespace-free word of each range (read names)."""
+    out = np.empty(starts.shape[0], np.int64)
+    for i in range(starts.shape[0]):
+        j = starts[i]
+        while j < ends[i] and buf[j] != 32 and buf[j] != 9:
+            j += 1
+        out[i] = j
+    return out

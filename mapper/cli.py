@@ -1,0 +1,201 @@
+"""The `pymap` command: a thin layer over mapper.api."""
+import argparse
+import os
+import shlex
+import sys
+
+from mapper import __version__, api, plugins
+from mapper.errors import PymapError, UsageError
+from mapper.options import DEFAULT_MAX_EDITS, AlignOptions
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2)."""
+
+    def error(self, message):
+        raise UsageError(message)
+
+
+def _edits(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"-e/--max-edits: {text!r} is not a number") from None
+    return value
+
+
+def _add_stage_args(p):
+    p.add_argument("--seeder", default="neighborhood", help="seeder plugin (default: %(default)s)")
+    p.add_argument("--seeder-opt", action="append", metavar="KEY=VALUE", default=[],
+                   help="seeder option, repeatable (e.g. step=4, e_nb=1, seed_len=12)")
+    p.add_argument("--filter", default="gatekeeper-gpu",
+                   help="filter plugin, or a chain a,b (default: %(default)s)")
+    p.add_argument("--filter-opt", action="append", metavar="KEY=VALUE", default=[],
+                   help="filter option, repeatable (e.g. device=gpu); NAME.KEY=VALUE for one stage of a chain")
+    p.add_argument("--extender", default="banded", help="extender plugin (default: %(default)s)")
+    p.add_argument("--extender-opt", action="append", metavar="KEY=VALUE", default=[])
+    p.add_argument("--device", choices=["auto", "cpu", "gpu"],
+                   help="shortcut for --filter-opt device=... (GPU filters)")
+    p.add_argument("-e", "--max-edits", type=_edits, default=DEFAULT_MAX_EDITS,
+                   help="edit distance threshold e: a count (>= 1) or a fraction of the read length "
+                        "(< 1) (default: %(default)s)")
+    p.add_argument("-t", "--threads", type=int, default=0, help="threads (default: all cores)")
+    p.add_argument("--index", metavar="FILE", help="index file (default: REF.pymap.idx next to the reference)")
+    p.add_argument("--batch-size", type=int, default=20000, help="reads per batch (default: %(default)s)")
+
+
+def build_parser():
+    top = Parser(prog="pymap", description="Seed-and-extend short-read mapper with pluggable stages.")
+    top.add_argument("--version", action="version", version=f"pymap {__version__}")
+    top.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+
+    p = sub.add_parser("index", help="build and save the index of a reference")
+    p.add_argument("reference", help="FASTA, plain or gzip")
+    p.add_argument("--seeder", default="neighborhood")
+    p.add_argument("--seeder-opt", action="append", metavar="KEY=VALUE", default=[])
+    p.add_argument("-o", "--output", metavar="FILE", help="index file (default: REF.pymap.idx)")
+    p.add_argument("-t", "--threads", type=int, default=0)
+
+    p = sub.add_parser("align", help="map reads and write SAM/BAM")
+    p.add_argument("reference", help="FASTA, plain or gzip")
+    p.add_argument("reads", help="FASTQ or FASTA, plain or gzip; - for stdin")
+    p.add_argument("-o", "--output", metavar="FILE", help="SAM, or BAM when it ends in .bam (default: stdout)")
+    _add_stage_args(p)
+    p.add_argument("-N", "--max-hits", type=int, default=1,
+                   help="report up to N alignments per read: the primary and N-1 secondaries (default: 1)")
+    p.add_argument("--all", action="store_true", help="report every location within e (secondaries)")
+    p.add_argument("-R", "--read-group", metavar="LINE", help=r"read group header line, e.g. '@RG\tID:s1\tSM:x'")
+    p.add_argument("--seed", type=int, default=0, help="seed of deterministic tie-breaking (default: 0)")
+    p.add_argument("--min-length", type=int, default=16, help="shorter reads are reported unmapped (too_short)")
+    p.add_argument("--max-length", type=int, default=1000, help="longer reads are reported unmapped (too_long)")
+    p.add_argument("--no-progress", action="store_true", help="no progress display on stderr")
+
+    p = sub.add_parser("filter", help="run a pre-alignment filter on a pair file")
+    p.add_argument("pairs", help="one pair per line: read TAB reference segment (same length); - for stdin")
+    p.add_argument("--filter", default="gatekeeper-gpu", help="filter plugin or chain a,b")
+    p.add_argument("--filter-opt", action="append", metavar="KEY=VALUE", default=[])
+    p.add_argument("--device", choices=["auto", "cpu", "gpu"])
+    p.add_argument("-e", "--max-edits", type=_edits, required=True, help="threshold E (count, or fraction of L)")
+    p.add_argument("-t", "--threads", type=int, default=0)
+    p.add_argument("-o", "--output", metavar="FILE")
+
+    p = sub.add_parser("candidates", help="write the seeding stage's read/segment pairs")
+    p.add_argument("reference")
+    p.add_argument("reads")
+    p.add_argument("-o", "--output", metavar="FILE")
+    _add_stage_args(p)
+
+    sub.add_parser("plugins", help="list installed seeders, filters and extenders")
+    return top
+
+
+def _filter_opts(args):
+    opts = plugins.parse_options(args.filter_opt)
+    if getattr(args, "device", None):
+        opts["device"] = args.device
+    return opts
+
+
+def _options(args, **extra):
+    if args.threads < 0:
+        raise UsageError(f"-t/--threads must be >= 1 (0 = all cores), got {args.threads}")
+    return AlignOptions(max_edits=args.max_edits, threads=args.threads, seeder=args.seeder,
+                        seeder_opts=plugins.parse_options(args.seeder_opt), filter=args.filter,
+                        filter_opts=_filter_opts(args), extender=args.extender,
+                        extender_opts=plugins.parse_options(args.extender_opt),
+                        batch_size=args.batch_size, **extra)
+
+
+def _open_out(path):
+    if not path or path == "-":
+        return sys.stdout.buffer, False
+    try:
+        return open(path, "wb"), True
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write ({exc.strerror})") from None
+
+
+def run(args, argv):
+    if args.command == "index":
+        api.set_threads(args.threads)
+        api.build_index(args.reference, args.seeder, plugins.parse_options(args.seeder_opt), args.output)
+    elif args.command == "align":
+        opt = _options(args, max_hits=args.max_hits, report_all=args.all, read_group=args.read_group,
+                       seed=args.seed, min_length=args.min_length, max_length=args.max_length,
+                       progress=not args.no_progress)
+        api.align(args.reference, args.reads, out=args.output, options=opt, index_path=args.index,
+                  command_line="pymap " + " ".join(shlex.quote(a) for a in argv))
+    elif args.command == "filter":
+        if args.max_edits < 0:
+            raise UsageError(f"-e/--max-edits must be >= 0, got {args.max_edits}")
+        acc, est, filt = api.filter_pair_file(args.pairs, args.filter, args.max_edits, _filter_opts(args),
+                                              args.threads)
+        fh, close = _open_out(args.output)
+        import numpy as np
+        lines = np.char.add(np.char.add(acc.astype(np.int8).astype(str), "\t"), est.astype(str))
+        fh.write(("\n".join(lines.tolist()) + ("\n" if len(lines) else "")).encode())
+        if close:
+            fh.close()
+        if hasattr(filt, "accepted"):
+            api._log("filter accepts: " + ", ".join(f"{n} {a}" for n, a in zip(filt.names, filt.accepted)))
+    elif args.command == "candidates":
+        fh, close = _open_out(args.output)
+        n = api.candidate_pairs(args.reference, args.reads, fh, _options(args), index_path=args.index)
+        if close:
+            fh.close()
+        api._log(f"{n} candidate pairs")
+    elif args.command == "plugins":
+        for kind in ("seeder", "filter", "extender"):
+            print(f"{kind}s:")
+            for name, ep in plugins.available(kind).items():
+                try:
+                    doc = (ep.load().__doc__ or "").strip().splitlines()[0]
+                except Exception as exc:  # a broken third-party plugin must not hide the others
+                    doc = f"(cannot load: {exc})"
+                print(f"  {name:16s} {doc}")
+    return 0
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        args = build_parser().parse_args(argv)
+        if not args.command:
+            build_parser().print_help()
+            return 2
+        return run(args, argv)
+    except PymapError as exc:
+        if debug:
+            raise
+        print(f"pymap: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except plugins.PluginError as exc:
+        if debug:
+            raise
+        print(f"pymap: error: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # option validation inside a plugin
+        if debug:
+            raise
+        print(f"pymap: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # `pymap align ... | head`: stop quietly
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+        return 0
+    except KeyboardInterrupt:
+        print("pymap: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:
+        print("pymap: error: out of memory (try a smaller --batch-size)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

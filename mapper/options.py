@@ -1,0 +1,73 @@
+"""The options of a mapping run, validated once at the edge (CLI or API)."""
+import os
+from dataclasses import dataclass, field
+
+from mapper.errors import UsageError
+
+DEFAULT_MAX_EDITS = 0.06
+
+
+@dataclass
+class AlignOptions:
+    """Every knob of `pymap align`.
+
+    max_edits: e per read; a value >= 1 is an absolute count, a value in [0, 1) a fraction of the
+    read length (rounded to nearest). Default 0.06 (6 edits for 100 bp, 9 for 150 bp).
+    max_hits: alignments reported per read (primary plus up to max_hits-1 secondaries).
+    report_all: report every location within e as secondary alignments (RazerS/mrFAST style).
+    seed: tie-breaking among equally good hits is a hash of (seed, read number): deterministic.
+    """
+    max_edits: float = DEFAULT_MAX_EDITS
+    threads: int = 0
+    seeder: str = "neighborhood"
+    seeder_opts: dict = field(default_factory=dict)
+    filter: str = "gatekeeper-gpu"
+    filter_opts: dict = field(default_factory=dict)
+    extender: str = "banded"
+    extender_opts: dict = field(default_factory=dict)
+    max_hits: int = 1
+    report_all: bool = False
+    read_group: str = None
+    seed: int = 0
+    batch_size: int = 20000
+    min_length: int = 16
+    max_length: int = 1000
+    progress: bool = True
+
+    def validate(self):
+        if not (self.max_edits >= 0):
+            raise UsageError(f"-e/--max-edits must be >= 0 (a count, or a fraction of the read length "
+                             f"below 1), got {self.max_edits}")
+        if self.max_edits >= 1 and self.max_edits != int(self.max_edits):
+            raise UsageError(f"-e/--max-edits above 1 must be a whole number of edits, got {self.max_edits}")
+        if self.max_edits > 64:
+            raise UsageError(f"-e/--max-edits must be at most 64, got {self.max_edits}")
+        if self.threads < 0:
+            raise UsageError(f"-t/--threads must be >= 1 (0 = all cores), got {self.threads}")
+        if self.max_hits < 1:
+            raise UsageError(f"-N/--max-hits must be >= 1, got {self.max_hits}")
+        if not (1 <= self.batch_size <= 10_000_000):
+            raise UsageError(f"--batch-size must be in 1..10000000, got {self.batch_size}")
+        if self.min_length < 1 or self.max_length < self.min_length:
+            raise UsageError("--min-length must be >= 1 and <= --max-length")
+        if self.read_group is not None:
+            rg = self.read_group.replace("\\t", "\t")
+            if not rg.startswith("@RG\t") or "\tID:" not in rg:
+                raise UsageError(r"-R must be a read group header line like '@RG\tID:sample1\tSM:x'")
+            self.read_group = rg
+        if self.seed < 0:
+            raise UsageError(f"--seed must be >= 0, got {self.seed}")
+        return self
+
+    @property
+    def thread_count(self):
+        return self.threads or os.cpu_count() or 1
+
+    @property
+    def read_group_id(self):
+        if not self.read_group:
+            return None
+        for part in self.read_group.split("\t"):
+            if part.startswith("ID:"):
+                return part[3:]
+        return None

@@ -1,0 +1,192 @@
+"""Reading FASTQ (or FASTA) reads, plain or gzip, into ReadBatch arrays without per-read Python."""
+import gzip
+import zlib
+
+import numpy as np
+
+from kernels.encoding import ASCII_TO_CODE
+from kernels.text import first_word_ends, gather_ranges
+from mapper.batch import ReadBatch
+from mapper.errors import InputError
+
+IDENTITY = np.arange(256, dtype=np.uint8)
+CHUNK_BYTES = 8 << 20
+
+
+def _open(path):
+    if path == "-":
+        import sys
+        raw = sys.stdin.buffer
+    else:
+        try:
+            raw = open(path, "rb")
+        except FileNotFoundError:
+            raise InputError(f"{path}: no such file") from None
+        except IsADirectoryError:
+            raise InputError(f"{path}: is a directory") from None
+        except PermissionError:
+            raise InputError(f"{path}: permission denied") from None
+    head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+    if head == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=raw)
+    return raw
+
+
+def _chunks(path):
+    fh = _open(path)
+    try:
+        while True:
+            try:
+                data = fh.read(CHUNK_BYTES)
+            except (EOFError, OSError, zlib.error) as exc:
+                raise InputError(f"{path}: damaged or truncated gzip data ({exc})") from None
+            if not data:
+                return
+            yield data
+    finally:
+        if fh is not None and path != "-":
+            fh.close()
+
+
+def read_batches(path, batch_size=20000):
+    """Yield ReadBatch objects of up to batch_size reads; InputError on malformed input."""
+    source = str(path)
+    first_index = 0
+    pending = b""
+    fmt = None
+    for data in _chunks(path):
+        if fmt is None:
+            stripped = data.lstrip()
+            if not stripped:
+                continue
+            fmt = _sniff(stripped, source)
+            data = stripped
+        buf = pending + data
+        if fmt == "fastq":
+            batches, pending = _parse_fastq(buf, source, first_index, final=False)
+        else:
+            batches, pending = _parse_fasta(buf, source, first_index, final=False)
+        for b in _split(batches, batch_size):
+            first_index += len(b)
+            yield b
+    if fmt is None:
+        return  # empty input: no reads
+    if pending.strip():
+        parse = _parse_fastq if fmt == "fastq" else _parse_fasta
+        batches, rest = parse(pending, source, first_index, final=True)
+        for b in _split(batches, batch_size):
+            first_index += len(b)
+            yield b
+
+
+def _sniff(data, source):
+    if b"\x00" in data[:4096]:
+        raise InputError(f"{source}: not a FASTQ/FASTA file (binary data)")
+    if data[:1] == b"@":
+        return "fastq"
+    if data[:1] == b">":
+        return "fasta"
+    raise InputError(f"{source}: not a FASTQ/FASTA file (first character {data[:1]!r})")
+
+
+def _split(batch, size):
+    if batch is None:
+        return
+    n = len(batch)
+    for a in range(0, n, size):
+        b = min(n, a + size)
+        if a == 0 and b == n:
+            yield batch
+            continue
+        oa, ob = batch.offsets[a], batch.offsets[b]
+        na, nb = batch.name_offsets[a], batch.name_offsets[b]
+        yield ReadBatch(codes=batch.codes[oa:ob], offsets=batch.offsets[a:b + 1] - oa,
+                        names=batch.names[na:nb], name_offsets=batch.name_offsets[a:b + 1] - na,
+                        quals=batch.quals[oa:ob] if batch.quals.size else batch.quals,
+                        first_index=batch.first_index + a)
+
+
+def _lines(arr):
+    nl = np.flatnonzero(arr == 10)
+    starts = np.empty(nl.size, np.int64)
+    starts[0:1] = 0
+    starts[1:] = nl[:-1] + 1
+    ends = nl.astype(np.int64)
+    cr = (ends > starts) & (arr[np.maximum(ends - 1, 0)] == 13)
+    ends = ends - cr
+    return starts, ends, (int(nl[-1]) + 1 if nl.size else 0)
+
+
+def _parse_fastq(buf, source, first_index, final):
+    if final and not buf.endswith(b"\n"):
+        buf = buf + b"\n"
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    starts, ends, consumed = _lines(arr)
+    if final:
+        # blank lines at the very end of the file are not a record
+        keep = len(starts)
+        while keep and ends[keep - 1] == starts[keep - 1]:
+            keep -= 1
+        starts, ends = starts[:keep], ends[:keep]
+        if len(starts) % 4:
+            raise InputError(f"{source}: truncated FASTQ record at the end of the file "
+                             f"(record {first_index + len(starts) // 4 + 1})")
+    nrec = len(starts) // 4
+    if nrec == 0:
+        return None, buf
+    used_lines = nrec * 4
+    rest = buf[starts[used_lines]:] if used_lines < len(starts) else buf[consumed:]
+    starts, ends = starts[:used_lines], ends[:used_lines]
+    h0, s0, p0, q0 = (starts[i::4] for i in range(4))
+    h1, s1, _, q1 = (ends[i::4] for i in range(4))
+    bad = np.flatnonzero((arr[h0] != 64) | (h1 == h0))
+    if bad.size:
+        raise InputError(f"{source}: record {first_index + bad[0] + 1}: header line does not start with '@'")
+    bad = np.flatnonzero(arr[p0] != 43)
+    if bad.size:
+        raise InputError(f"{source}: record {first_index + bad[0] + 1}: missing '+' line (third line of the record)")
+    bad = np.flatnonzero((s1 - s0) != (q1 - q0))
+    if bad.size:
+        i = bad[0]
+        raise InputError(f"{source}: record {first_index + i + 1}: sequence and quality lengths differ "
+                         f"({s1[i] - s0[i]} vs {q1[i] - q0[i]})")
+    codes, offsets = gather_ranges(arr, s0, s1, ASCII_TO_CODE)
+    quals, _ = gather_ranges(arr, q0, q1, IDENTITY)
+    if quals.size and (quals.min() < 33 or quals.max() > 126):
+        raise InputError(f"{source}: quality string holds characters outside '!'..'~'")
+    names, name_offsets = gather_ranges(arr, h0 + 1, first_word_ends(arr, h0 + 1, h1), IDENTITY)
+    batch = ReadBatch(codes=codes, offsets=offsets, names=names, name_offsets=name_offsets,
+                      quals=quals, first_index=first_index)
+    return batch, rest
+
+
+def _parse_fasta(buf, source, first_index, final):
+    if not final:
+        cut = buf.rfind(b"\n>")
+        if cut < 0:
+            return None, buf
+        body, rest = buf[:cut + 1], buf[cut + 1:]
+    else:
+        body, rest = buf, b""
+    records = body.replace(b"\r", b"").split(b"\n>")
+    if records and records[0].startswith(b">"):
+        records[0] = records[0][1:]
+    heads, seqs = [], []
+    for rec in records:  # FASTA reads are the rare path; FASTQ is parsed without Python loops
+        head, _, seq = rec.partition(b"\n")
+        word = head.split()
+        if not word:
+            raise InputError(f"{source}: record {first_index + len(heads) + 1}: FASTA header has no name")
+        heads.append(word[0])
+        seqs.append(seq.replace(b"\n", b""))
+    lens = np.array([len(s) for s in seqs], dtype=np.int64)
+    offsets = np.zeros(len(seqs) + 1, np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    codes = ASCII_TO_CODE[np.frombuffer(b"".join(seqs), dtype=np.uint8)]
+    nlens = np.array([len(h) for h in heads], dtype=np.int64)
+    name_offsets = np.zeros(len(heads) + 1, np.int64)
+    np.cumsum(nlens, out=name_offsets[1:])
+    names = np.frombuffer(b"".join(heads), dtype=np.uint8).copy()
+    batch = ReadBatch(codes=codes, offsets=offsets, names=names, name_offsets=name_offsets,
+                      quals=np.empty(0, np.uint8), first_index=first_index)
+    return batch, rest

@@ -1,0 +1,128 @@
+"""FASTQ/FASTA reads and FASTA references: good input parsed exactly, bad input a clear InputError."""
+import gzip
+
+import numpy as np
+import pytest
+
+from mapper.errors import InputError
+from mapper.reads import read_batches
+from mapper.reference import load_reference, parse_fasta
+
+
+def _reads(path, **kw):
+    return list(read_batches(str(path), **kw))
+
+
+def _all(batches):
+    names, seqs, quals = [], [], []
+    for b in batches:
+        for i in range(len(b)):
+            names.append(b.name(i))
+            a, z = b.offsets[i], b.offsets[i + 1]
+            seqs.append("".join("ACGTN"[c] for c in b.codes[a:z]))
+            quals.append(bytes(b.quals[a:z]).decode() if b.quals.size else "*")
+    return names, seqs, quals
+
+
+def test_fastq_basic_crlf_lowercase_iupac(tmp_path):
+    p = tmp_path / "r.fq"
+    p.write_bytes(b"@r1 comment\nACGTN\n+\nIIIII\n@r2\r\nacgtRYA\r\n+r2\r\n!!!!!!!\r\n@r3\n\n+\n\n")
+    names, seqs, quals = _all(_reads(p))
+    assert names == ["r1", "r2", "r3"]
+    assert seqs == ["ACGTN", "ACGTNNA", ""]
+    assert quals == ["IIIII", "!!!!!!!", ""]
+
+
+def test_fastq_gzip_and_batches_identical(tmp_path):
+    rng = np.random.default_rng(1)
+    recs = []
+    for i in range(2500):
+        s = "".join(rng.choice(list("ACGT"), rng.integers(1, 160)))
+        recs.append(f"@read{i}\n{s}\n+\n{'I' * len(s)}\n")
+    data = "".join(recs).encode()
+    p = tmp_path / "r.fq.gz"
+    p.write_bytes(gzip.compress(data))
+    whole = _all(_reads(p, batch_size=100000))
+    small = _all(_reads(p, batch_size=7))
+    assert whole == small
+    assert len(whole[0]) == 2500 and whole[0][-1] == "read2499"
+    firsts = [b.first_index for b in _reads(p, batch_size=1000)]
+    assert firsts == [0, 1000, 2000]
+
+
+def test_fastq_chunk_boundaries(tmp_path, monkeypatch):
+    import mapper.reads as reads
+    monkeypatch.setattr(reads, "CHUNK_BYTES", 13)
+    p = tmp_path / "r.fq"
+    p.write_bytes(b"".join(b"@n%d\nACGTACGTAC\n+\nIIIIIIIIII\n" % i for i in range(50)))
+    names, seqs, _ = _all(_reads(p))
+    assert names == [f"n{i}" for i in range(50)] and set(seqs) == {"ACGTACGTAC"}
+
+
+@pytest.mark.parametrize("data,msg", [
+    (b"@r1\nACGT\n+\nIII\n", "lengths differ"),
+    (b"@r1\nACGT\n+\nIIII\n@r2\nAC\n", "truncated"),
+    (b"@r1\nACGT\nIIII\n@r2\n", "missing '\\+'"),
+    (b"@r1\nACGT\n-\nIIII\n", "missing '\\+'"),
+    (b"@r1\nACGT\n+\nIIII\nr2\nACGT\n+\nIIII\n", "'@'"),
+    (b"\x00\x01\x02garbage\xff" * 10, "binary"),
+    (b"hello world\n", "not a FASTQ"),
+])
+def test_fastq_errors(tmp_path, data, msg):
+    p = tmp_path / "bad.fq"
+    p.write_bytes(data)
+    with pytest.raises(InputError, match=msg):
+        _reads(p)
+
+
+def test_empty_and_missing(tmp_path):
+    p = tmp_path / "e.fq"
+    p.write_bytes(b"")
+    assert _reads(p) == []
+    with pytest.raises(InputError, match="no such file"):
+        _reads(tmp_path / "missing.fq")
+
+
+def test_truncated_gzip(tmp_path):
+    data = gzip.compress(b"@r\nACGT\n+\nIIII\n" * 5000)
+    p = tmp_path / "t.fq.gz"
+    p.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match="gzip"):
+        _reads(p)
+
+
+def test_fasta_reads(tmp_path):
+    p = tmp_path / "r.fa"
+    p.write_bytes(b">a x\nACGT\nTT\n>b\nGG\n")
+    names, seqs, quals = _all(_reads(p))
+    assert names == ["a", "b"] and seqs == ["ACGTTT", "GG"] and quals == ["*", "*"]
+
+
+def test_reference_parsing(tmp_path):
+    ref = parse_fasta(b">c1 desc here\nACGTNNacgt\nRYKM\n>empty\n>c2\r\nGGGG\r\n")
+    assert ref.names == ["c1", "c2"]
+    assert list(ref.lengths) == [14, 4]
+    assert list(ref.codes[:10]) == [0, 1, 2, 3, 4, 4, 0, 1, 2, 3]
+    assert set(ref.codes[10:14]) == {4}
+    with pytest.raises(InputError, match="duplicate"):
+        parse_fasta(b">a\nAC\n>a\nGT\n")
+    with pytest.raises(InputError, match="not a FASTA"):
+        parse_fasta(b"ACGT\n")
+    with pytest.raises(InputError, match="no sequence"):
+        parse_fasta(b">a\n>b\n")
+    with pytest.raises(InputError, match="no such file"):
+        load_reference(tmp_path / "nothing.fa")
+
+
+def test_reference_checksum_changes(tmp_path):
+    a = parse_fasta(b">a\nACGT\n")
+    b = parse_fasta(b">a\nACGA\n")
+    c = parse_fasta(b">b\nACGT\n")
+    assert len({a.checksum, b.checksum, c.checksum}) == 3
+    assert parse_fasta(b">a x\nAC\nGT\n").checksum == a.checksum
+
+
+def test_many_small_contigs():
+    data = b"".join(b">c%d\nACGTACGT\n" % i for i in range(5000))
+    ref = parse_fasta(data)
+    assert len(ref) == 5000 and ref.offsets[-1] == 40000
