@@ -1,0 +1,34 @@
+"""The `shouji` filter: Shouji (Alser et al., Bioinformatics 2019) on the CPU (Numba, batch-parallel)."""
+import numpy as np
+
+from kernels.shouji import shouji_batch
+from mapper.plugins import Filter, PluginError, check_pairs
+
+
+def _int_option(plugin, option, value, minimum):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise PluginError(f"{plugin} option {option!r} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _threshold(max_edits):
+    e = int(max_edits)
+    if e < 0:
+        raise ValueError(f"max_edits must be >= 0, got {max_edits!r}")
+    return e
+
+
+class ShoujiFilter(Filter):
+    """Shouji: sliding-window search for the longest common subsequences of the 2E+1 diagonals."""
+    name = "shouji"
+
+    def __init__(self, window=4):
+        self.window = _int_option("shouji", "window", window, 1)
+
+    def filter_pairs(self, reads, refs, max_edits):
+        reads, refs = check_pairs(reads, refs)
+        e = _threshold(max_edits)
+        n, length = reads.shape
+        if length == 0:
+            return np.ones(n, np.bool_), np.zeros(n, np.int32)
+        return shouji_batch(reads, refs, e, self.window)

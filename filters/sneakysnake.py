@@ -1,0 +1,24 @@
+"""The `sneakysnake` filter: SneakySnake (Alser et al., Bioinformatics 2020) on the CPU (Numba)."""
+import numpy as np
+
+from filters.shouji import _int_option, _threshold
+from kernels.sneakysnake import sneakysnake_batch
+from mapper.plugins import Filter, check_pairs
+
+
+class SneakySnakeFilter(Filter):
+    """SneakySnake: greedy longest-diagonal-run path through the 2E+1 diagonals, counting obstacles."""
+    name = "sneakysnake"
+
+    def __init__(self, kmer_size=0, iterations=0):
+        # 0 = the read length: the authors' short-read setting (one partition, IterationNo = L)
+        self.kmer_size = _int_option("sneakysnake", "kmer_size", kmer_size, 0)
+        self.iterations = _int_option("sneakysnake", "iterations", iterations, 0)
+
+    def filter_pairs(self, reads, refs, max_edits):
+        reads, refs = check_pairs(reads, refs)
+        e = _threshold(max_edits)
+        n, length = reads.shape
+        if length == 0:
+            return np.ones(n, np.bool_), np.zeros(n, np.int32)
+        return sneakysnake_batch(reads, refs, e, self.kmer_size, self.iterations)

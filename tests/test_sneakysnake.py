@@ -1,0 +1,209 @@
+"""SneakySnake filter: Numba kernel == a step-by-step Python transcription of the authors' C code
+(CMU-SAFARI/SneakySnake, SneakySnake/SneakySnake.c), hand-derived cases, no false rejects vs Edlib."""
+import os
+import subprocess
+import sys
+
+import edlib
+import numpy as np
+import pytest
+
+from kernels.sneakysnake import sneakysnake_batch
+from mapper.plugins import PluginError, create
+try:
+    from tests.test_shouji import P, _arr, random_pairs, sub
+except ImportError:  # tests/ itself on sys.path (plain `pytest` with rootdir conftest)
+    from test_shouji import P, _arr, random_pairs, sub
+
+
+# --------------------------------------------------------------------------------------------
+# (a) Reference model: the authors' SneakySnake() (DebugMode off) transcribed statement by
+# statement; the gotos become flags/breaks. Returns (accepted, Edits) like the C code's state.
+# --------------------------------------------------------------------------------------------
+def sneakysnake_reference(read, ref, EditThreshold, KmerSize, IterationNo):
+    ReadLength = len(read)
+    ReadSeq, RefSeq = read, ref
+    Edits = 0
+    for K in range(ReadLength // KmerSize):
+        KmerStart = K * KmerSize
+        if K < (ReadLength // KmerSize) - 1:
+            KmerEnd = (K + 1) * KmerSize
+        else:
+            KmerEnd = ReadLength
+        index = KmerStart
+        roundsNo = 1
+        while index < KmerEnd:
+            GlobalCount = 0
+            for n in range(index, KmerEnd):             # main diagonal
+                if ReadSeq[n] != RefSeq[n]:
+                    break                                # goto EXIT1
+                GlobalCount += 1
+            if GlobalCount == KmerEnd - KmerStart:
+                break                                    # goto LOOP
+            goto_loop = False
+            for e in range(1, EditThreshold + 1):
+                count = 0
+                for n in range(index, KmerEnd):          # upper diagonals (deletion)
+                    if n < e:
+                        break                            # goto EXIT2
+                    elif ReadSeq[n - e] != RefSeq[n]:
+                        break
+                    count += 1
+                if count > GlobalCount:
+                    GlobalCount = count
+                if count == KmerEnd - KmerStart:
+                    goto_loop = True
+                    break
+                count = 0
+                for n in range(index, KmerEnd):          # lower diagonals (insertion)
+                    if n > ReadLength - e - 1:
+                        break                            # goto EXIT3
+                    elif ReadSeq[n + e] != RefSeq[n]:
+                        break
+                    count += 1
+                if count > GlobalCount:
+                    GlobalCount = count
+                if count == KmerEnd - KmerStart:
+                    goto_loop = True
+                    break
+            if goto_loop:
+                break
+            index = index + GlobalCount
+            if index < KmerEnd:
+                Edits += 1
+                index += 1
+            if roundsNo > IterationNo:
+                break                                    # goto LOOP
+            roundsNo += 1
+            if Edits > EditThreshold:
+                return False, -1
+        # LOOP:
+        if Edits > EditThreshold:
+            return False, -1
+    return True, Edits
+
+
+def run(read, ref, E, **opts):
+    acc, est = create("filter", "sneakysnake", **opts).filter_pairs(_arr(read), _arr(ref), E)
+    return bool(acc[0]), int(est[0])
+
+
+def test_kernel_equals_reference_model():
+    rng = np.random.default_rng(2020)
+    n_checked = 0
+    for L in (50, 64, 100, 150, 200, 300):
+        n = 200 if L <= 100 else 120
+        reads, refs = random_pairs(rng, L, n)
+        thresholds = sorted({0, 1, 2, L // 20, L // 10} | set(rng.integers(0, L // 10 + 1, 2).tolist()))
+        for E in thresholds:
+            acc, est = sneakysnake_batch(reads, refs, E, 0, 0)       # the tool's short-read setting
+            for i in range(n):
+                expect = sneakysnake_reference(reads[i].tobytes(), refs[i].tobytes(), E, L, L)
+                assert (bool(acc[i]), int(est[i])) == expect, (L, E, i)
+                n_checked += 1
+    assert n_checked > 5000
+
+
+def test_partitions_and_iteration_limit_equal_reference_model():
+    rng = np.random.default_rng(3)
+    for L in (50, 101):
+        reads, refs = random_pairs(rng, L, 150)
+        for kmer, iters in ((L // 4, L), (10, 3), (L, 2), (7, 1), (L + 1, L)):
+            for E in (0, 1, 3, L // 10):
+                acc, est = sneakysnake_batch(reads, refs, E, kmer, iters)
+                for i in range(len(reads)):
+                    expect = sneakysnake_reference(reads[i].tobytes(), refs[i].tobytes(), E, kmer, iters)
+                    assert (bool(acc[i]), int(est[i])) == expect, (L, kmer, iters, E, i)
+
+
+# (b) hand-derived cases on P = ACGT * 25: its diagonals 1..3 never match by themselves
+def test_identical_and_end_substitutions():
+    assert run(P, P, 0) == (True, 0)
+    first = sub(P, 0, "T")
+    assert run(first, P, 0) == (False, -1)       # obstacle at column 0
+    assert run(first, P, 1) == (True, 1)         # then the main diagonal runs to the end
+    last = sub(P, 99, "A")
+    assert run(last, P, 0) == (False, -1)
+    assert run(last, P, 1) == (True, 1)
+    both = sub(first, 99, "A")
+    assert run(both, P, 1) == (False, -1)
+    assert run(both, P, 2) == (True, 2)
+
+
+def test_runs_count_every_obstacle():
+    two = sub(P, 40, "GT")                       # no diagonal passes columns 40, 41: 2 obstacles
+    assert run(two, P, 1) == (False, -1)
+    assert run(two, P, 2) == (True, 2)
+
+
+def test_indels():
+    deleted = P[:50] + P[51:] + "A"              # main diagonal to 49, obstacle at 50, deletion
+    assert run(deleted, P, 1) == (True, 1)       # diagonal 1 from 51 to the end
+    assert run(deleted, P, 0) == (False, -1)
+    ins = "T" + P[:-1]                           # insertion diagonal 1 covers columns 0..98
+    assert run(ins, P, 1) == (True, 1)
+    first = P[1:] + "A"                          # deletion diagonal 1 starts at column 1 only:
+    assert run(first, P, 1) == (True, 1)         # obstacle at 0, then columns 1..99
+    end = P[:97] + "A" + P[97:99]                # main diagonal 0..96, obstacle at 97; from 98 the
+    assert run(end, P, 1) == (False, -1)         # best run is insertion diagonal 1 (column 98 only),
+                                                 # obstacle at 99 -> 2 edits
+    assert run(end, P, 2) == (True, 2)
+
+
+def test_undefined_and_case():
+    acc, est = create("filter", "sneakysnake").filter_pairs(_arr(sub(P, 10, "N"), P.lower()),
+                                                           _arr(P, P), 0)
+    assert acc.tolist() == [True, True] and est.tolist() == [-2, 0]
+
+
+def test_options():
+    with pytest.raises(PluginError):
+        create("filter", "sneakysnake", kmer_size=-1)
+    with pytest.raises(PluginError):
+        create("filter", "sneakysnake", iterations=1.5)
+    assert run(sub(P, 0, "T"), P, 0, kmer_size=101) == (True, 0)   # no partition at all (authors' quirk)
+
+
+# (c) never rejects a pair within E edits (Edlib global distance)
+def test_no_false_rejects_vs_edlib():
+    rng = np.random.default_rng(8)
+    f = create("filter", "sneakysnake")
+    for L in (50, 100, 150, 250):
+        reads, refs = random_pairs(rng, L, 800)
+        dist = np.array([edlib.align(reads[i].tobytes(), refs[i].tobytes(), mode="NW", task="distance")
+                         ["editDistance"] for i in range(len(reads))])
+        for E in range(0, L // 10 + 1):
+            acc, est = f.filter_pairs(reads, refs, E)
+            assert np.flatnonzero((dist <= E) & ~acc).size == 0, (L, E)
+            assert np.all(est[acc] <= dist[acc])             # obstacles never exceed the edit distance
+            assert np.all(est[~acc] == -1)
+
+
+# optional CUDA kernel, pair by pair against the CPU kernel under the CUDA simulator (a fresh
+# process: the simulator must be chosen before numba.cuda is first imported)
+_CUDASIM_CHECK = """
+import numpy as np
+from kernels.sneakysnake import sneakysnake_batch
+from kernels.sneakysnake_cuda import sneakysnake_cuda
+from test_shouji import random_pairs
+rng = np.random.default_rng(4)
+for L in (50, 100):
+    reads, refs = random_pairs(rng, L, 40)
+    reads[3, 7] = ord("N")
+    for E, ks, it in ((0, 0, 0), (1, 0, 0), (L // 20, 0, 0), (L // 10, 0, 0), (3, L // 4, 0), (2, 10, 3)):
+        a1, e1 = sneakysnake_batch(reads, refs, E, ks, it)
+        a2, e2 = sneakysnake_cuda(reads, refs, E, ks, it)
+        assert (a1 == a2).all() and (e1 == e2).all(), (L, E, ks, it)
+print("ok")
+"""
+
+
+def test_cuda_kernel_equals_cpu_under_simulator():
+    pytest.importorskip("numba.cuda")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
+               PYTHONPATH=os.pathsep.join([root, os.path.join(root, "tests"),
+                                           os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", _CUDASIM_CHECK], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
