@@ -1,0 +1,168 @@
+"""End to end: reads simulated with truth, mapped through the default pipeline, SAM checked."""
+import shutil
+import subprocess
+import sys
+
+import edlib
+import numpy as np
+import pysam
+import pytest
+
+from mapper import api
+from mapper.options import AlignOptions
+
+from conftest import revcomp
+
+
+def _run(ref, reads, out, **kw):
+    kw.setdefault("progress", False)
+    return api.align(str(ref), str(reads), out=str(out), options=AlignOptions(**kw), summary=False)
+
+
+def _body(path):
+    return [l for l in open(path).read().splitlines() if not l.startswith("@PG")]
+
+
+def _apply(ref_seq, start, cigar, read):
+    """Reference bases covered and the edit count implied by a CIGAR (M/I/D)."""
+    q = start
+    j = 0
+    edits = 0
+    for op, n in cigar:
+        if op == 0:
+            edits += sum(1 for k in range(n) if ref_seq[q + k] != read[j + k] or read[j + k] == "N")
+            q += n
+            j += n
+        elif op == 1:
+            edits += n
+            j += n
+        elif op == 2:
+            edits += n
+            q += n
+    return j, ref_seq[start:q], edits
+
+
+def _md(ref_seq, start, cigar, read):
+    out, run, q, j = [], 0, start, 0
+    for op, n in cigar:
+        if op == 0:
+            for k in range(n):
+                if ref_seq[q + k] == read[j + k] and read[j + k] != "N":
+                    run += 1
+                else:
+                    out.append(f"{run}{ref_seq[q + k]}")
+                    run = 0
+            q += n
+            j += n
+        elif op == 1:
+            j += n
+        elif op == 2:
+            out.append(f"{run}^{ref_seq[q:q + n]}")
+            run = 0
+            q += n
+    return "".join(out) + str(run)
+
+
+def test_sim_reads_placed_and_sam_consistent(sim_data, tmp_path):
+    ref, reads, truth, contigs = sim_data
+    out = tmp_path / "out.sam"
+    st = _run(ref, reads, out, max_edits=0.06, threads=2)
+    seen = {}
+    correct = 0
+    with pysam.AlignmentFile(str(out)) as sam:
+        assert [s["SN"] for s in sam.header.to_dict()["SQ"]] == ["chrA", "chrB", "chrC"]
+        for rec in sam:
+            assert not rec.is_secondary
+            seen[rec.query_name] = seen.get(rec.query_name, 0) + 1
+            if rec.is_unmapped:
+                assert rec.has_tag("YU")
+                continue
+            c, pos, strand, edits = truth[rec.query_name]
+            read = rec.query_sequence
+            ref_seq = contigs[rec.reference_name]
+            used, covered, ed = _apply(ref_seq, rec.reference_start, rec.cigartuples, read)
+            assert used == len(read)
+            assert ed == rec.get_tag("NM") and rec.get_tag("AS") == -ed
+            assert rec.get_tag("MD") == _md(ref_seq, rec.reference_start, rec.cigartuples, read)
+            assert edlib.align(read, covered, mode="NW")["editDistance"] == ed
+            if (rec.reference_name == c and abs(rec.reference_start - pos) <= 10
+                    and rec.is_reverse == (strand == "-")):
+                correct += 1
+    assert set(seen) == set(truth) and set(seen.values()) == {1}
+    assert st.reads == len(truth)
+    assert correct >= 0.98 * len(truth)
+
+
+def test_deterministic_across_threads_and_batches(sim_data, tmp_path):
+    ref, reads, _, _ = sim_data
+    a, b, c = tmp_path / "a.sam", tmp_path / "b.sam", tmp_path / "c.sam"
+    _run(ref, reads, a, threads=1, batch_size=100000)
+    _run(ref, reads, b, threads=2, batch_size=37)
+    _run(ref, reads, c, threads=2, batch_size=1000, seed=0)
+    assert _body(a) == _body(b) == _body(c)
+
+
+def test_bam_output_and_quickcheck(sim_data, tmp_path):
+    ref, reads, truth, _ = sim_data
+    out = tmp_path / "out.bam"
+    _run(ref, reads, out, read_group="@RG\\tID:grp1\\tSM:s1")
+    with pysam.AlignmentFile(str(out), "rb") as bam:
+        assert bam.header.to_dict()["RG"][0]["ID"] == "grp1"
+        recs = list(bam)
+    assert len(recs) == len(truth)
+    assert all(r.get_tag("RG") == "grp1" for r in recs)
+    if shutil.which("samtools"):
+        subprocess.run(["samtools", "quickcheck", str(out)], check=True)
+        res = subprocess.run(["samtools", "view", "-c", str(out)], capture_output=True, text=True, check=True)
+        assert res.stderr == "" and int(res.stdout) == len(truth)
+
+
+def test_all_and_max_hits_report_repeats(tmp_path):
+    rng = np.random.default_rng(5)
+    unit = "".join(rng.choice(list("ACGT"), 300))
+    spacer = lambda n: "".join(rng.choice(list("ACGT"), n))
+    seq = spacer(2000) + unit + spacer(1500) + unit + spacer(1700) + unit + spacer(900)
+    (tmp_path / "r.fa").write_text(">rep\n" + seq + "\n")
+    read = unit[100:200]
+    (tmp_path / "q.fq").write_text(f"@q\n{read}\n+\n{'I' * 100}\n")
+    out = tmp_path / "o.sam"
+    _run(tmp_path / "r.fa", tmp_path / "q.fq", out, report_all=True, max_edits=3)
+    recs = list(pysam.AlignmentFile(str(out)))
+    assert len(recs) == 3
+    assert sum(not r.is_secondary for r in recs) == 1
+    assert sorted(r.reference_start for r in recs) == [2100, 2000 + 300 + 1500 + 100, 2000 + 600 + 3200 + 100]
+    assert recs[0].mapping_quality == 0
+    _run(tmp_path / "r.fa", tmp_path / "q.fq", out, max_hits=2, max_edits=3)
+    assert len(list(pysam.AlignmentFile(str(out)))) == 2
+
+
+def test_unmappable_reads_are_reported(sim_data, tmp_path):
+    ref, _, _, contigs = sim_data
+    good = contigs["chrA"][1000:1100]
+    fq = tmp_path / "u.fq"
+    fq.write_text(f"@short\nACGTACG\n+\nIIIIIII\n@alln\n{'N' * 100}\n+\n{'I' * 100}\n"
+                  f"@long\n{contigs['chrA'][:2000]}\n+\n{'I' * 2000}\n@empty\n\n+\n\n"
+                  f"@random\n{'ACGT' * 25}\n+\n{'I' * 100}\n@good\n{revcomp(good)}\n+\n{'I' * 100}\n")
+    out = tmp_path / "u.sam"
+    st = _run(ref, fq, out)
+    recs = {r.query_name: r for r in pysam.AlignmentFile(str(out))}
+    assert len(recs) == 6
+    assert recs["short"].get_tag("YU") == "too_short"
+    assert recs["empty"].get_tag("YU") == "too_short"
+    assert recs["alln"].get_tag("YU") == "too_many_n"
+    assert recs["long"].get_tag("YU") == "too_long"
+    assert recs["random"].is_unmapped
+    assert not recs["good"].is_unmapped and recs["good"].is_reverse and recs["good"].reference_start == 1000
+    assert st.mapped == 1 and st.reads == 6
+
+
+def test_cli_align_example(tmp_path):
+    out = tmp_path / "ex.sam"
+    res = subprocess.run([sys.executable, "-m", "mapper.cli", "align", "examples/lambda.fa",
+                          "examples/reads.fq.gz", "-o", str(out), "-t", "2"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    recs = list(pysam.AlignmentFile(str(out)))
+    primaries = [r for r in recs if not r.is_secondary]
+    assert len(primaries) == 2000
+    assert sum(not r.is_unmapped for r in primaries) >= 1990
+    assert "2000 reads" in res.stderr

@@ -1,0 +1,153 @@
+"""The command line: one-line errors with the right exit status, no tracebacks, nothing lost."""
+import gzip
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+EX_REF = "examples/lambda.fa"
+EX_READS = "examples/reads.fq.gz"
+
+
+def pymap(*args, stdin=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", "mapper.cli", *map(str, args)], capture_output=True,
+                          input=stdin, timeout=timeout)
+
+
+def assert_error(res, code, *words):
+    err = res.stderr.decode()
+    lines = [l for l in err.splitlines() if not l.startswith("[pymap]")]
+    assert res.returncode == code, err
+    assert len(lines) == 1 and lines[0].startswith("pymap: error:"), err
+    assert "Traceback" not in err
+    for w in words:
+        assert w in lines[0], err
+
+
+@pytest.fixture(scope="module")
+def ref(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    path = d / "lambda.fa"
+    shutil.copy(EX_REF, path)
+    return path
+
+
+def test_version_and_help():
+    assert pymap("--version").stdout.decode().startswith("pymap ")
+    for cmd in ("index", "align", "filter", "candidates", "plugins"):
+        res = pymap(cmd, "--help")
+        assert res.returncode == 0 and b"usage" in res.stdout
+
+
+@pytest.mark.parametrize("args,words", [
+    (["-e", "-1"], ["max-edits", ">= 0"]),
+    (["-e", "abc"], ["max-edits"]),
+    (["-e", "2.5"], ["max-edits", "whole"]),
+    (["-t", "-3"], ["threads"]),
+    (["-N", "0"], ["max-hits"]),
+    (["--filter", "nosuch"], ["unknown filter", "nosuch"]),
+    (["--seeder", "nosuch"], ["unknown seeder"]),
+    (["--extender", "nosuch"], ["unknown extender"]),
+    (["--filter-opt", "bogus"], ["key=value"]),
+    (["-R", "ID:x"], ["read group"]),
+    (["--batch-size", "0"], ["batch-size"]),
+])
+def test_bad_options(ref, args, words):
+    assert_error(pymap("align", ref, EX_READS, *args), 2, *words)
+
+
+def test_missing_files(ref, tmp_path):
+    assert_error(pymap("align", tmp_path / "nope.fa", EX_READS), 1, "no such file")
+    assert_error(pymap("align", ref, tmp_path / "nope.fq"), 1, "no such file")
+    assert_error(pymap("index", tmp_path / "nope.fa"), 1, "no such file")
+
+
+@pytest.mark.parametrize("content,words", [
+    (b"@r1\nACGT\n+\nIII\n", ["lengths differ"]),
+    (b"@r1\nACGTACGTACGTACGTACGT\n+\nIIIIIIIIIIIIIIIIIIII\n@r2\nACG", ["truncated"]),
+    (b"\x89PNG\x00\x00garbage" * 50, ["binary"]),
+])
+def test_bad_reads(ref, tmp_path, content, words):
+    p = tmp_path / "bad.fq"
+    p.write_bytes(content)
+    assert_error(pymap("align", ref, p), 1, *words)
+
+
+def test_corrupt_gzip_reads(ref, tmp_path):
+    p = tmp_path / "bad.fq.gz"
+    data = gzip.compress(open("examples/reads.fq.gz", "rb").read())
+    p.write_bytes(data[:20] + b"\x00" * 50 + data[70:])
+    assert_error(pymap("align", ref, p), 1, "gzip")
+
+
+def test_bad_reference(tmp_path):
+    p = tmp_path / "bad.fa"
+    p.write_bytes(b"ACGT\n")
+    assert_error(pymap("align", p, EX_READS), 1, "FASTA")
+    p.write_bytes(b">a\nACGT\n>a\nACGT\n")
+    assert_error(pymap("index", p), 1, "duplicate")
+
+
+def test_empty_reads_file(ref, tmp_path):
+    p = tmp_path / "empty.fq"
+    p.write_bytes(b"")
+    res = pymap("align", ref, p)
+    assert res.returncode == 0
+    assert all(l.startswith(b"@") for l in res.stdout.splitlines())
+
+
+def test_stdin_reads_and_summary(ref):
+    data = gzip.decompress(open(EX_READS, "rb").read())
+    res = pymap("align", ref, "-", stdin=data)
+    assert res.returncode == 0, res.stderr
+    body = [l for l in res.stdout.splitlines() if not l.startswith(b"@")]
+    assert len(body) == 2000
+    assert b"2000 reads" in res.stderr
+
+
+def test_index_from_other_reference(ref, tmp_path):
+    other = tmp_path / "other.fa"
+    other.write_text(">x\n" + "ACGTTGCAAC" * 500 + "\n")
+    assert pymap("index", other).returncode == 0
+    assert_error(pymap("align", ref, EX_READS, "--index", f"{other}.pymap.idx"), 1, "pymap index")
+    # a stale default index next to the reference is rebuilt, never used
+    shutil.copy(f"{other}.pymap.idx", f"{ref}.pymap.idx")
+    res = pymap("align", ref, EX_READS)
+    assert res.returncode == 0 and b"rebuilding" in res.stderr
+
+
+def test_truncated_index(ref, tmp_path):
+    assert pymap("index", ref, "-o", tmp_path / "i.idx").returncode == 0
+    data = open(tmp_path / "i.idx", "rb").read()
+    (tmp_path / "t.idx").write_bytes(data[: len(data) // 2])
+    assert_error(pymap("align", ref, EX_READS, "--index", tmp_path / "t.idx"), 1, "pymap index")
+    (tmp_path / "g.idx").write_bytes(os.urandom(5000))
+    assert_error(pymap("align", ref, EX_READS, "--index", tmp_path / "g.idx"), 1)
+
+
+def test_broken_pipe_is_quiet(ref):
+    cmd = f"{sys.executable} -m mapper.cli align {ref} {EX_READS} | head -n 3"
+    res = subprocess.run(cmd, shell=True, capture_output=True)
+    assert len(res.stdout.splitlines()) == 3
+    assert b"Traceback" not in res.stderr and b"error" not in res.stderr
+
+
+def test_interrupt_leaves_no_partial_index(tmp_path):
+    big = tmp_path / "big.fa"
+    import numpy as np
+    rng = np.random.default_rng(0)
+    big.write_text(">big\n" + "".join(rng.choice(list("ACGT"), 3_000_000)) + "\n")
+    proc = subprocess.Popen([sys.executable, "-m", "mapper.cli", "index", str(big)], stderr=subprocess.PIPE)
+    time.sleep(4)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    leftovers = [p for p in os.listdir(tmp_path) if p != "big.fa"]
+    if proc.returncode == 0:  # finished before the signal: the index must then be whole
+        assert leftovers == ["big.fa.pymap.idx"]
+    else:
+        assert proc.returncode == 130 and b"interrupted" in err and b"Traceback" not in err
+        assert leftovers == []
