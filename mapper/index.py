@@ -1,0 +1,208 @@
+"""The index file: a versioned binary container of named NumPy arrays, loaded by memory map.
+
+Layout (little-endian):
+
+    0   8 bytes   magic b"PYMAPIDX"
+    8   uint32    format version (FORMAT_VERSION)
+    12  uint32    CRC32 of the JSON header bytes
+    16  uint64    length of the JSON header in bytes
+    24  40 bytes  zero (reserved)
+    64  JSON header (UTF-8), then zero padding
+        arrays, each starting at a multiple of 64 bytes
+
+The JSON header holds the caller's `meta` (pymap version, seeder name, build parameters, reference
+checksum, contig names and lengths, ...) and under "arrays" one record per array: name, dtype, shape,
+offset, nbytes, crc32. Nothing is parsed at load: every array is a view into one `np.memmap`
+(copy-on-write, so kernels see ordinary writable arrays; the file is never modified).
+
+Files are written to a temporary name in the same directory and renamed into place (`os.replace`),
+so an interrupted write never leaves a partial index under the real name.
+"""
+import json
+import os
+import struct
+import zlib
+
+import numpy as np
+
+from mapper import __version__
+from mapper.errors import IndexCorrupt, IndexMismatch
+
+MAGIC = b"PYMAPIDX"
+FORMAT_VERSION = 1
+ALIGN = 64
+PRELUDE = struct.Struct("<8sIIQ40x")
+#: arrays of at most this many bytes in total get their CRC32 checked on every load (zlib's crc32
+#: runs at ~4 GB/s here, so this bounds the check at ~0.25 s); larger indexes check header + sizes
+#: unless load_index(..., verify=True).
+VERIFY_LIMIT = 1 << 30
+REBUILD_HINT = "rebuild with `pymap index REF`"
+
+
+def _align(x):
+    return (x + ALIGN - 1) // ALIGN * ALIGN
+
+
+def _crc(a):
+    if a.nbytes == 0:
+        return 0
+    return zlib.crc32(memoryview(np.ascontiguousarray(a)).cast("B")) & 0xFFFFFFFF
+
+
+def save_index(path, meta, arrays):
+    """Write `arrays` ({name: ndarray}) and the JSON-able dict `meta` to `path` atomically."""
+    path = os.fspath(path)
+    records = []
+    offset = 0
+    arrays = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
+    for name, a in arrays.items():
+        if a.dtype.hasobject:
+            raise TypeError(f"array {name!r} holds Python objects")
+        records.append({"name": name, "dtype": a.dtype.str, "shape": list(a.shape),
+                        "offset": offset, "nbytes": int(a.nbytes), "crc32": _crc(a)})
+        offset = _align(offset + a.nbytes)
+    header = dict(meta)
+    header.setdefault("pymap_version", __version__)
+    header["format"] = FORMAT_VERSION
+    header["arrays"] = records
+    # array offsets are relative to the data start; fix them once the header length is known
+    # (the header's length depends on the offsets' digits, so iterate to a fixed point)
+    base = 0
+    for _ in range(8):
+        for rec, rel in zip(records, _relative_offsets(arrays)):
+            rec["offset"] = base + rel
+        blob = json.dumps(header, sort_keys=True).encode()
+        new_base = _align(PRELUDE.size + len(blob))
+        if new_base == base:
+            break
+        base = new_base
+    prelude = PRELUDE.pack(MAGIC, FORMAT_VERSION, zlib.crc32(blob) & 0xFFFFFFFF, len(blob))
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(prelude)
+            fh.write(blob)
+            fh.write(b"\0" * (base - PRELUDE.size - len(blob)))
+            pos = base
+            for rec, a in zip(records, arrays.values()):
+                assert rec["offset"] == pos
+                if a.nbytes:
+                    fh.write(memoryview(a).cast("B"))
+                pos += a.nbytes
+                pad = _align(pos) - pos
+                if pad:
+                    fh.write(b"\0" * pad)
+                    pos += pad
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _relative_offsets(arrays):
+    out = []
+    off = 0
+    for a in arrays.values():
+        out.append(off)
+        off = _align(off + a.nbytes)
+    return out
+
+
+def read_header(path):
+    """(meta dict, file size) of an index file; IndexCorrupt / IndexMismatch when unreadable."""
+    path = os.fspath(path)
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            prelude = fh.read(PRELUDE.size)
+            if len(prelude) < PRELUDE.size:
+                raise IndexCorrupt(f"{path}: truncated index file ({size} bytes); {REBUILD_HINT}")
+            magic, version, hcrc, hlen = PRELUDE.unpack(prelude)
+            if magic != MAGIC:
+                raise IndexCorrupt(f"{path}: not a pymap index (bad magic); {REBUILD_HINT}")
+            if version != FORMAT_VERSION:
+                raise IndexMismatch(f"{path}: index format version {version}, this pymap reads version "
+                                    f"{FORMAT_VERSION}; {REBUILD_HINT}")
+            if hlen > size - PRELUDE.size:
+                raise IndexCorrupt(f"{path}: truncated index file (header); {REBUILD_HINT}")
+            blob = fh.read(hlen)
+    except FileNotFoundError:
+        raise IndexMismatch(f"{path}: no index file; build it with `pymap index REF`") from None
+    except IsADirectoryError:
+        raise IndexCorrupt(f"{path}: is a directory, not an index file") from None
+    if len(blob) != hlen or zlib.crc32(blob) & 0xFFFFFFFF != hcrc:
+        raise IndexCorrupt(f"{path}: damaged index header (checksum mismatch); {REBUILD_HINT}")
+    try:
+        meta = json.loads(blob)
+    except ValueError:
+        raise IndexCorrupt(f"{path}: damaged index header (bad JSON); {REBUILD_HINT}") from None
+    return meta, size
+
+
+def _check_expect(path, meta, expect, prefix=""):
+    for key, want in expect.items():
+        have = meta.get(key) if isinstance(meta, dict) else None
+        if isinstance(want, dict) and isinstance(have, dict):
+            _check_expect(path, have, want, prefix + key + ".")
+            continue
+        if isinstance(want, tuple):
+            want = list(want)
+        if have != want:
+            what = prefix + key
+            if what == "reference_checksum":
+                msg = "the index was built from another reference (checksum differs)"
+            else:
+                msg = f"index {what} is {have!r}, expected {want!r}"
+            raise IndexMismatch(f"{path}: {msg}; {REBUILD_HINT}")
+
+
+def load_index(path, expect=None, verify=None):
+    """Load an index file: (meta, {name: ndarray}) with the arrays memory-mapped.
+
+    expect: dict of header entries that must match (nested dicts compared key by key), else
+    IndexMismatch. verify: check every array's CRC32 (None: when the arrays total <= VERIFY_LIMIT);
+    sizes and the header checksum are always checked (IndexCorrupt).
+    """
+    path = os.fspath(path)
+    meta, size = read_header(path)
+    if meta.get("format") != FORMAT_VERSION:
+        raise IndexMismatch(f"{path}: index format {meta.get('format')!r}, expected {FORMAT_VERSION}; "
+                            f"{REBUILD_HINT}")
+    if expect:
+        _check_expect(path, meta, expect)
+    records = meta.get("arrays")
+    if not isinstance(records, list):
+        raise IndexCorrupt(f"{path}: damaged index header (no array table); {REBUILD_HINT}")
+    end = 0
+    for rec in records:
+        try:
+            dtype = np.dtype(rec["dtype"])
+            count = int(np.prod(rec["shape"], dtype=np.int64))
+            if count * dtype.itemsize != rec["nbytes"] or rec["offset"] % ALIGN:
+                raise ValueError
+        except (KeyError, TypeError, ValueError):
+            raise IndexCorrupt(f"{path}: damaged index header (array {rec.get('name')!r}); "
+                               f"{REBUILD_HINT}") from None
+        end = max(end, rec["offset"] + rec["nbytes"])
+    if size < end:
+        raise IndexCorrupt(f"{path}: truncated index file ({size} bytes, {end} expected); {REBUILD_HINT}")
+    total = sum(rec["nbytes"] for rec in records)
+    if verify is None:
+        verify = total <= VERIFY_LIMIT
+    mm = np.memmap(path, dtype=np.uint8, mode="c") if size else np.zeros(0, np.uint8)
+    arrays = {}
+    for rec in records:
+        raw = np.asarray(mm[rec["offset"]:rec["offset"] + rec["nbytes"]])
+        if verify and _crc(raw) != rec["crc32"]:
+            raise IndexCorrupt(f"{path}: damaged index array {rec['name']!r} (checksum mismatch); "
+                               f"{REBUILD_HINT}")
+        arrays[rec["name"]] = raw.view(np.dtype(rec["dtype"])).reshape(rec["shape"])
+    meta = dict(meta)
+    meta.pop("arrays")
+    return meta, arrays

@@ -1,0 +1,279 @@
+"""The neighborhood seeder: MAROSE's neighborhood index addressed by BDZ perfect hashing.
+
+Every read (both strands) is cut into patterns s_i b_i at a step; each neighborhood b_i and its
+degenerated neighborhoods (within e_nb substitutions) are looked up in nb_block(s_i); every hit
+position p gives the diagonal p - offset. Diagonals of a read/strand within max_edits of each other
+are merged (one candidate per cluster: the diagonal hit by the most patterns). See docs/seeding.md
+for the measurements behind the defaults.
+
+    >>> from mapper.reference import load_reference
+    >>> from mapper.seeders.neighborhood import NeighborhoodSeeder
+    >>> ref = load_reference("ecoli.fa.gz")                       # doctest: +SKIP
+    >>> seeder = NeighborhoodSeeder()                             # doctest: +SKIP
+    >>> index = seeder.build_index(ref)                           # doctest: +SKIP
+    >>> cands = seeder.candidates(index, batch, max_edits)        # doctest: +SKIP
+"""
+import math
+
+import numpy as np
+
+from kernels import nbindex as K
+from mapper import index as idxfile
+from mapper.batch import Candidates
+from mapper.errors import IndexCorrupt, IndexMismatch
+from mapper.plugins import Seeder
+
+#: bumped when the index content changes meaning (hash family, layout); part of the mismatch check
+INDEX_VERSION = 1
+HASH_RATIO = 1.23
+HASH_EXTRA = 1
+
+# Query defaults, chosen by measurement on E. coli with Mason 100 bp reads (docs/seeding.md).
+DEFAULT_STEP = 6
+DEFAULT_E_NB = 0
+DEFAULT_MAX_OCC = 200
+DEFAULT_MAX_CANDS = 16
+DEFAULT_MIN_HITS = 1
+DEFAULT_LOOKUP = "phf"
+#: pattern length s+b = ceil(log4(genome length)) + PATTERN_MARGIN (18 for E. coli)
+PATTERN_MARGIN = 6
+#: seed length = floor(log4(genome length)) - SEED_MARGIN (9 for E. coli: ~18 positions per block)
+SEED_MARGIN = 2
+MAX_CARE = 13           # 4**13 blocks = 64 Mi rows of the block table
+
+
+def default_build_params(genome_len):
+    """(seed_len, nb_len) for a genome of genome_len bases: the pattern length s+b grows as
+    ceil(log4(genome_len)) + PATTERN_MARGIN (few random hits), the seed takes
+    floor(log4(genome_len)) - SEED_MARGIN bases (blocks of ~16 positions: a small block table and
+    little per-block vertex overhead) and the neighborhood the rest (4..16).
+    E. coli (4.6 Mbp): (9, 9); lambda (48.5 kbp): (5, 9); human (3.1 Gbp): (13, 9)."""
+    lg = math.log(max(genome_len, 16), 4)
+    total = math.ceil(lg) + PATTERN_MARGIN
+    ls = int(min(MAX_CARE, max(4, math.floor(lg) - SEED_MARGIN)))
+    ln = int(min(16, max(4, total - ls)))
+    return ls, ln
+
+
+def parse_pattern(pattern):
+    """'######-##' -> (care offsets int64, span). '#' or '1' = care, '-' or '0' = don't care."""
+    if not isinstance(pattern, str) or not pattern:
+        raise ValueError(f"pattern must be a non-empty string of '#' and '-', got {pattern!r}")
+    table = {"#": 1, "1": 1, "-": 0, "0": 0, "_": 0}
+    bad = [ch for ch in pattern if ch not in table]
+    if bad:
+        raise ValueError(f"pattern {pattern!r}: unexpected character {bad[0]!r} (use '#' for care, "
+                         f"'-' for don't care)")
+    care = np.array([i for i, ch in enumerate(pattern) if table[ch]], dtype=np.int64)
+    if care.size == 0:
+        raise ValueError(f"pattern {pattern!r} has no care position ('#')")
+    if care.size > MAX_CARE:
+        raise ValueError(f"pattern {pattern!r} has {care.size} care positions, at most {MAX_CARE}")
+    return care, len(pattern)
+
+
+def _int_option(name, value, lo, hi=None):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if value < lo or (hi is not None and value > hi):
+        rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+        raise ValueError(f"{name} must be {rng}, got {value}")
+    return value
+
+
+class NeighborhoodIndex:
+    """A built or loaded neighborhood index: build parameters (`params`), reference identity and the
+    arrays blk, g, slots, pos (kernels/nbindex.py documents them). The comparison layouts for
+    lookup='bsearch' and 'list' are derived on first use."""
+
+    def __init__(self, params, reference_info, arrays):
+        self.params = dict(params)
+        self.reference = dict(reference_info)
+        self.arrays = arrays
+        self.care, self.span = parse_pattern(self.params["pattern"])
+        self.ln = int(self.params["nb_len"])
+        self._bsearch = None
+        self._list = None
+        self._check()
+
+    def _check(self):
+        a = self.arrays
+        need = ("blk", "g", "slots", "pos")
+        if any(name not in a for name in need):
+            raise IndexCorrupt(f"index lacks arrays {[n for n in need if n not in a]}")
+        nblk = 4 ** self.care.size
+        blk, g, slots, pos = a["blk"], a["g"], a["slots"], a["pos"]
+        ok = (blk.ndim == 2 and blk.shape == (nblk + 1, 2) and slots.ndim == 2 and slots.shape[1] == 2
+              and g.ndim == 1 and pos.ndim == 1 and blk.dtype == slots.dtype == pos.dtype
+              and g.dtype == np.uint8)
+        if ok:
+            V = slots.shape[0] - 1
+            ok = (int(blk[-1, 0]) == V and g.shape[0] == (V + 3) // 4 and int(slots[-1, 1]) == pos.shape[0])
+        if not ok:
+            raise IndexCorrupt("index arrays are inconsistent (damaged file?); rebuild with `pymap index REF`")
+
+    @property
+    def nbytes(self):
+        return sum(int(x.nbytes) for x in self.arrays.values())
+
+    @property
+    def n_positions(self):
+        return int(self.arrays["pos"].shape[0])
+
+    @property
+    def n_vertices(self):
+        return int(self.arrays["slots"].shape[0] - 1)
+
+    def layout(self, lookup):
+        """(blk_d, dist, pos_nb) for the lookup mode (empty placeholders where unused)."""
+        slots = self.arrays["slots"]
+        blk_d = np.zeros(1, np.int64)
+        dist = np.zeros((0, 3), slots.dtype)
+        pos_nb = np.zeros(0, np.uint32)
+        if lookup == "bsearch":
+            if self._bsearch is None:
+                self._bsearch = K.bsearch_layout(self.arrays["blk"], slots)
+            blk_d, dist = self._bsearch
+        elif lookup == "list":
+            if self._list is None:
+                self._list = K.list_layout(slots, self.n_positions)
+            pos_nb = self._list
+        return blk_d, dist, pos_nb
+
+    def __repr__(self):
+        return (f"NeighborhoodIndex(pattern={self.params['pattern']!r}, nb_len={self.ln}, "
+                f"positions={self.n_positions}, vertices={self.n_vertices}, {self.nbytes / 2**20:.1f} MiB)")
+
+
+class NeighborhoodSeeder(Seeder):
+    """Neighborhood index with BDZ perfect hashing (MAROSE): seed blocks of right neighborhoods."""
+    name = "neighborhood"
+
+    def __init__(self, seed_len=None, nb_len=None, pattern=None, step=DEFAULT_STEP, e_nb=DEFAULT_E_NB,
+                 max_occ=DEFAULT_MAX_OCC, max_cands=DEFAULT_MAX_CANDS, min_hits=DEFAULT_MIN_HITS,
+                 lookup=DEFAULT_LOOKUP):
+        self.seed_len = None if seed_len is None else _int_option("seed_len", seed_len, 1, MAX_CARE)
+        self.nb_len = None if nb_len is None else _int_option("nb_len", nb_len, 1, 16)
+        if pattern is not None:
+            care, span = parse_pattern(pattern)
+            pattern = "".join("#" if i in set(care.tolist()) else "-" for i in range(span))
+            if seed_len is not None and seed_len != len(pattern):
+                raise ValueError(f"seed_len={seed_len} contradicts pattern {pattern!r} (span {len(pattern)}); "
+                                 f"give one of them")
+        self.pattern = pattern
+        self.step = _int_option("step", step, 1, 1 << 16)
+        self.e_nb = _int_option("e_nb", e_nb, 0, 3)
+        if self.nb_len is not None and self.e_nb > self.nb_len:
+            raise ValueError(f"e_nb ({e_nb}) must not exceed nb_len ({self.nb_len})")
+        self.max_occ = _int_option("max_occ", max_occ, 1)
+        self.max_cands = _int_option("max_cands", max_cands, 1, 100_000)
+        self.min_hits = _int_option("min_hits", min_hits, 1)
+        if lookup not in K.MODES:
+            raise ValueError(f"lookup must be one of {', '.join(K.MODES)}, got {lookup!r}")
+        self.lookup = lookup
+
+    # ---------------------------------------------------------------- parameters
+    def build_params(self, genome_len):
+        """The build parameters (stored in the index) for a genome of genome_len bases."""
+        auto_ls, auto_ln = default_build_params(genome_len)
+        ln = self.nb_len if self.nb_len is not None else auto_ln
+        if self.pattern is not None:
+            pattern = self.pattern
+        else:
+            pattern = "#" * (self.seed_len if self.seed_len is not None else auto_ls)
+        if self.e_nb > ln:
+            raise ValueError(f"e_nb ({self.e_nb}) must not exceed nb_len ({ln})")
+        care, span = parse_pattern(pattern)
+        return {"pattern": pattern, "seed_len": span, "care": int(care.size), "nb_len": int(ln),
+                "hash": "jenkins-lookup2", "vertex_ratio": HASH_RATIO, "vertex_extra": HASH_EXTRA}
+
+    def _explicit_params(self):
+        out = {}
+        if self.pattern is not None:
+            out["pattern"] = self.pattern
+        elif self.seed_len is not None:
+            out["pattern"] = "#" * self.seed_len
+        if self.nb_len is not None:
+            out["nb_len"] = self.nb_len
+        return out
+
+    # ---------------------------------------------------------------- index
+    def index_path(self, ref_path):
+        return f"{ref_path}.pymap.idx"
+
+    def build_index(self, reference):
+        genome_len = int(reference.codes.shape[0])
+        params = self.build_params(genome_len)
+        care, span = parse_pattern(params["pattern"])
+        arrays = K.build(reference.codes, reference.offsets, care, span, params["nb_len"],
+                         ratio=HASH_RATIO, extra=HASH_EXTRA)
+        info = {"checksum": reference.checksum, "names": list(reference.names),
+                "lengths": [int(x) for x in reference.lengths]}
+        return NeighborhoodIndex(params, info, arrays)
+
+    def save_index(self, index, path):
+        meta = {"seeder": self.name, "index_version": INDEX_VERSION, "params": index.params,
+                "reference_checksum": index.reference["checksum"],
+                "contigs": {"names": index.reference["names"], "lengths": index.reference["lengths"]}}
+        idxfile.save_index(path, meta, index.arrays)
+
+    def load_index(self, path, reference, verify=None):
+        expect = {"seeder": self.name, "index_version": INDEX_VERSION}
+        explicit = self._explicit_params()
+        if explicit:
+            expect["params"] = explicit
+        if reference is not None:
+            expect["reference_checksum"] = reference.checksum
+        meta, arrays = idxfile.load_index(path, expect, verify=verify)
+        params = meta.get("params")
+        contigs = meta.get("contigs") or {}
+        if not isinstance(params, dict) or "pattern" not in params or "nb_len" not in params:
+            raise IndexCorrupt(f"{path}: index header lacks build parameters; rebuild with `pymap index REF`")
+        if self.e_nb > int(params["nb_len"]):
+            raise ValueError(f"e_nb ({self.e_nb}) must not exceed the index's nb_len ({params['nb_len']})")
+        info = {"checksum": meta.get("reference_checksum"), "names": contigs.get("names", []),
+                "lengths": contigs.get("lengths", [])}
+        try:
+            return NeighborhoodIndex(params, info, arrays)
+        except IndexCorrupt as exc:
+            raise IndexCorrupt(f"{path}: {exc}") from None
+        except (ValueError, KeyError) as exc:
+            raise IndexMismatch(f"{path}: unusable index parameters ({exc}); rebuild with `pymap index REF`") \
+                from None
+
+    # ---------------------------------------------------------------- queries
+    def candidates(self, index, batch, max_edits):
+        batch.with_rc()
+        n = len(batch)
+        if n == 0:
+            return Candidates.empty()
+        max_edits = np.ascontiguousarray(max_edits, dtype=np.int32)
+        if max_edits.shape != (n,):
+            raise ValueError(f"max_edits must hold one value per read ({n}), got shape {max_edits.shape}")
+        if self.e_nb > index.ln:
+            raise ValueError(f"e_nb ({self.e_nb}) must not exceed the index's nb_len ({index.ln})")
+        if n and int(np.max(np.diff(batch.offsets))) >= K.HIT_BIAS:
+            raise ValueError(f"reads must be shorter than {K.HIT_BIAS} bases for the neighborhood seeder")
+        blk_d, dist, pos_nb = index.layout(self.lookup)
+        a = index.arrays
+        offsets = np.ascontiguousarray(batch.offsets, dtype=np.int64)
+        codes = batch.codes
+        rc = batch.rc_codes
+        mc = self.max_cands
+        sub = max(1, (1 << 24) // (2 * mc))  # bound the per-read output buffers to 128 MiB
+        parts = []
+        for r0 in range(0, n, sub):
+            r1 = min(n, r0 + sub)
+            offs = offsets[r0:r1 + 1] - offsets[r0]
+            sl = slice(int(offsets[r0]), int(offsets[r1]))
+            m = r1 - r0
+            out_pos = np.empty(2 * m * mc, np.int64)
+            out_cnt = np.zeros(2 * m, np.int64)
+            K.query_batch(codes[sl], rc[sl], offs, max_edits[r0:r1], index.care, index.span, index.ln,
+                          self.step, self.e_nb, self.max_occ, mc, self.min_hits, K.MODES[self.lookup],
+                          a["blk"], a["g"], a["slots"], a["pos"], blk_d, dist, pos_nb, out_pos, out_cnt)
+            parts.append(K.compact(out_pos, out_cnt, mc, r0))
+        if len(parts) == 1:
+            return Candidates(*parts[0])
+        return Candidates(*(np.concatenate([p[i] for p in parts]) for i in range(3)))

@@ -1,0 +1,472 @@
+"""Neighborhood index: BDZ perfect hash, index file, seeding candidates (kernels/nbindex.py,
+mapper/index.py, mapper/seeders/neighborhood.py)."""
+import dataclasses
+import hashlib
+import itertools
+import mmap
+import os
+import struct
+
+import numba
+import numpy as np
+import pytest
+
+from kernels import nbindex as K
+from mapper.batch import ReadBatch
+from mapper.errors import IndexCorrupt, IndexMismatch
+from mapper.index import load_index, save_index
+from mapper.reference import Reference
+from mapper.seeders.neighborhood import NeighborhoodSeeder, default_build_params, parse_pattern
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+def make_reference(seqs, names=None):
+    """Reference from code arrays (uint8, 0..4)."""
+    names = names or [f"c{i}" for i in range(len(seqs))]
+    offsets = np.zeros(len(seqs) + 1, np.int64)
+    np.cumsum([len(s) for s in seqs], out=offsets[1:])
+    codes = np.concatenate(seqs).astype(np.uint8)
+    digest = hashlib.sha1(codes.tobytes() + "|".join(names).encode()).hexdigest()
+    return Reference(list(names), offsets, codes, digest)
+
+
+def make_batch(reads):
+    offsets = np.zeros(len(reads) + 1, np.int64)
+    np.cumsum([len(r) for r in reads], out=offsets[1:])
+    codes = np.concatenate(reads).astype(np.uint8) if reads else np.zeros(0, np.uint8)
+    fields = {f.name for f in dataclasses.fields(ReadBatch)}
+    kw = {"codes": codes, "offsets": offsets, "quals": np.zeros(0, np.uint8)}
+    if "name_offsets" in fields:
+        kw.update(names=np.zeros(0, np.uint8), name_offsets=np.zeros(len(reads) + 1, np.int64))
+    else:
+        kw["names"] = [b""] * len(reads)
+    return ReadBatch(**kw)
+
+
+def revcomp(codes):
+    out = codes[::-1].copy()
+    ok = out < 4
+    out[ok] = 3 - out[ok]
+    return out
+
+
+def mutate(rng, seq, n_sub, n_indel):
+    seq = list(seq)
+    for _ in range(n_sub):
+        i = rng.integers(len(seq))
+        seq[i] = (seq[i] + rng.integers(1, 4)) % 4
+    for _ in range(n_indel):
+        i = rng.integers(5, len(seq) - 5)
+        if rng.random() < 0.5:
+            del seq[i]
+        else:
+            seq.insert(i, rng.integers(4))
+    return np.array(seq, np.uint8)
+
+
+def indexed_triples(index):
+    """{(seed key, neighborhood, position)} stored in an index, read back through its tables."""
+    a = index.arrays
+    blk, slots, pos = a["blk"], a["slots"], a["pos"]
+    out = set()
+    for s in np.flatnonzero(np.diff(blk[:, 0].astype(np.int64))):
+        for v in range(int(blk[s, 0]), int(blk[s + 1, 0])):
+            for i in range(int(slots[v, 1]), int(slots[v + 1, 1])):
+                out.add((int(s), int(slots[v, 0]), int(pos[i])))
+    return out
+
+
+def brute_triples(ref, care, span, ln):
+    out = set()
+    W = span + ln
+    for c in range(len(ref.names)):
+        lo, hi = int(ref.offsets[c]), int(ref.offsets[c + 1])
+        for p in range(lo, hi - W + 1):
+            w = ref.codes[p:p + W]
+            if (w > 3).any():
+                continue
+            key = 0
+            for q in care:
+                key = key * 4 + int(w[q])
+            nb = 0
+            for q in range(span, W):
+                nb = nb * 4 + int(w[q])
+            out.add((key, nb, p))
+    return out
+
+
+def reference_candidates(ref, care, span, ln, reads, max_edits, step, e_nb, max_occ, max_cands, min_hits):
+    """The seeding specification in plain Python (slow; small inputs)."""
+    table = {}
+    for key, nb, p in brute_triples(ref, care, span, ln):
+        table.setdefault((key, nb), []).append(p)
+    W = span + ln
+    out = []
+    for r, read in enumerate(reads):
+        for s, seq in enumerate((read, revcomp(read))):
+            L = len(seq)
+            if L < W:
+                continue
+            last = L - W
+            offs = list(range(0, last + 1, step))
+            if last % step:
+                offs.append(last)
+            hits = []
+            for i, o in enumerate(offs):
+                w = seq[o:o + W]
+                if (w > 3).any():
+                    continue
+                key = 0
+                for q in care:
+                    key = key * 4 + int(w[q])
+                b = [int(x) for x in w[span:]]
+                variants = set()
+                for d in range(e_nb + 1):
+                    for where in itertools.combinations(range(ln), d):
+                        for subs in itertools.product((1, 2, 3), repeat=d):
+                            v = list(b)
+                            for q, x in zip(where, subs):
+                                v[q] = (v[q] + x) % 4
+                            variants.add(sum(x << (2 * (ln - 1 - q)) for q, x in enumerate(v)))
+                for nb in variants:
+                    lst = table.get((key, nb), [])
+                    if 0 < len(lst) <= max_occ:
+                        hits += [(p - o, i) for p in lst]
+            hits.sort()
+            clusters = []
+            for d, i in hits:
+                if clusters and d - clusters[-1][-1][0] <= max_edits[r]:
+                    clusters[-1].append((d, i))
+                else:
+                    clusters.append([(d, i)])
+            kept = []
+            for cl in clusters:
+                support = len({i for _, i in cl})
+                counts = {}
+                for d, _ in cl:
+                    counts[d] = counts.get(d, 0) + 1
+                best = min(counts, key=lambda d: (-counts[d], d))
+                if support >= min_hits:
+                    kept.append((support, best))
+            kept.sort(key=lambda x: (-x[0], x[1]))
+            for _, d in sorted(kept[:max_cands], key=lambda x: x[1]):
+                out.append((r, s, d))
+    return out
+
+
+def is_mapped(a):
+    """True when the array's memory comes from a memory-mapped file."""
+    while a is not None:
+        if isinstance(a, (np.memmap, mmap.mmap)):
+            return True
+        a = getattr(a, "base", None)
+    return False
+
+
+def as_tuples(c):
+    return list(zip(c.read.tolist(), c.strand.tolist(), c.pos.tolist()))
+
+
+@pytest.fixture(scope="module")
+def genome():
+    """Two contigs of random sequence with repeats (exact and diverged copies) and a few N runs."""
+    rng = np.random.default_rng(11)
+    a = rng.integers(0, 4, 60_000).astype(np.uint8)
+    unit = a[1000:1300].copy()
+    for k in range(6):                       # a repeat family, some diverged
+        at = 5000 + 7000 * k
+        a[at:at + 300] = mutate(rng, unit, k, 0)[:300]
+    a[20_000:20_003] = 4
+    a[30_000] = 4
+    b = rng.integers(0, 4, 25_000).astype(np.uint8)
+    b[:5] = 4
+    return make_reference([a, b], ["chrA", "chrB"])
+
+
+@pytest.fixture(scope="module")
+def genome_index(genome):
+    seeder = NeighborhoodSeeder(seed_len=7, nb_len=6)
+    return seeder, seeder.build_index(genome)
+
+
+# ------------------------------------------------------------------------------------ hashing
+
+def test_jenkins_mix_matches_c_definition():
+    # values computed with Bob Jenkins' lookup2.c mix() macro and hash() on a 4-byte key (gcc)
+    assert K.jenkins_mix(1, 2, 3) == (120349509, 1098030347, 3082062082)
+    assert K.jenkins_mix(0xDEADBEEF, 0x9E3779B9, 0xFFFFFFFF) == (1728017483, 4240897135, 4069102931)
+    assert K.jenkins_hash3(0x1B2C3D4E, 12345) == (759149240, 2321747858, 4132847466)
+    assert K.jenkins_hash3(0, 0) == (1842314355, 2127564928, 2305145833)
+    assert K.jenkins_hash3(0xFFFFFFFF, 0xFFFFFFFF) == (1842177397, 1991655301, 2441272147)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 10, 31, 100, 1000, 20000])
+def test_phf_is_perfect(n):
+    rng = np.random.default_rng(n)
+    keys = np.unique(rng.integers(0, 2 ** 32, 3 * n))[:n].astype(np.int64)
+    rng.shuffle(keys)
+    seed, r, g, slot = K.build_phf(keys, n, 12345 + n, 1.23, 1, 64)
+    assert g.shape[0] == 3 * r and r >= K.part_size(n)
+    assert 3 * r <= max(3, 1.23 * n + 1 + 3 * (1 + (n < 10)))          # ~1.23 n vertices
+    assert g.max(initial=0) <= 2
+    assert len(set(slot.tolist())) == n                                 # injective
+    assert (K.phf_eval(keys, seed, r, g) == slot).all()
+    # each key's slot lies in its own edge, one vertex per part
+    assert ((slot >= 0) & (slot < 3 * r)).all()
+
+
+def test_degenerate_enumerates_each_variant_once():
+    var = np.empty(K.n_variants(8, 2), np.int64)
+    combo = np.empty(2, np.int64)
+    nb = 0b0001101100011011
+    n = K.degenerate(nb, 8, 2, var, combo)
+    assert n == 1 + 24 + 28 * 9 and var[0] == nb
+    got = var[:n]
+    assert len(set(got.tolist())) == n
+    assert all(K.hamming2(int(x), nb, 2) for x in got)
+    assert not K.hamming2(nb ^ 0b010101, nb, 2)
+
+
+# ------------------------------------------------------------------------------------ index build
+
+def test_index_holds_exactly_valid_positions(genome, genome_index):
+    seeder, index = genome_index
+    care, span = parse_pattern("#" * 7)
+    assert indexed_triples(index) == brute_triples(genome, care, span, 6)
+    # nothing touching an N or crossing chrA|chrB is indexed
+    pos = index.arrays["pos"].astype(np.int64)
+    W = 13
+    n_mask = genome.codes > 3
+    assert not any(n_mask[p:p + W].any() for p in pos)
+    boundary = int(genome.offsets[1])
+    assert not ((pos < boundary) & (pos + W > boundary)).any()
+    assert not np.isin(np.arange(boundary, boundary + 5), pos).any()      # chrB starts with NNNNN
+    assert np.isin(boundary + 5, pos)
+
+
+def test_spaced_seed_index_and_candidates(genome):
+    seeder = NeighborhoodSeeder(pattern="####-#-##", nb_len=7, step=3, e_nb=1, max_cands=8)
+    index = seeder.build_index(genome)
+    care, span = parse_pattern("####-#-##")
+    assert care.tolist() == [0, 1, 2, 3, 5, 7, 8] and span == 9
+    assert indexed_triples(index) == brute_triples(genome, care, span, 7)
+    rng = np.random.default_rng(3)
+    reads = [mutate(rng, genome.codes[p:p + 60], 2, 0) for p in rng.integers(0, 59_000, 25)]
+    me = np.full(len(reads), 3, np.int32)
+    got = as_tuples(seeder.candidates(index, make_batch(reads), me))
+    want = reference_candidates(genome, care, span, 7, reads, me, 3, 1, seeder.max_occ, 8, 1)
+    assert got == want
+
+
+def test_lookups_agree_and_reject_non_members(genome, genome_index):
+    seeder, index = genome_index
+    a = index.arrays
+    blk_d, dist, _ = index.layout("bsearch")
+    _, _, pos_nb = index.layout("list")
+    triples = brute_triples(genome, *parse_pattern("#" * 7), 6)
+    members = {}
+    for key, nb, p in triples:
+        members.setdefault((key, nb), set()).add(p)
+    rng = np.random.default_rng(5)
+    queries = list(members)[:3000] + [(int(k), int(b)) for k, b in
+                                      zip(rng.integers(0, 4 ** 7, 3000), rng.integers(0, 4 ** 6, 3000))]
+    for key, nb in queries:
+        s1, e1 = K.lookup_phf(a["blk"], a["g"], a["slots"], key, nb)
+        s2, e2 = K.lookup_bsearch(blk_d, dist, key, nb)
+        got = set(a["pos"][s1:e1].tolist())
+        assert got == members.get((key, nb), set())
+        assert (s1, e1) == (s2, e2) or (e1 == s1 and e2 == s2)
+        lo = int(a["slots"][int(a["blk"][key, 0]), 1])
+        hi = int(a["slots"][int(a["blk"][key + 1, 0]), 1])
+        listed = {int(a["pos"][i]) for i in range(lo, hi) if int(pos_nb[i]) == nb}
+        assert listed == got
+
+
+def test_phf_layout_small_blocks_memory(genome_index):
+    _, index = genome_index
+    a = index.arrays
+    V = index.n_vertices
+    assert a["g"].nbytes == (V + 3) // 4                # 2 bits per vertex
+    m = np.diff(a["blk"][:, 0].astype(np.int64))
+    assert (m % 3 == 0).all()
+
+
+@pytest.mark.parametrize("lookup", ["phf", "bsearch", "list"])
+@pytest.mark.parametrize("e_nb", [0, 1, 2])
+def test_candidates_match_specification(genome, genome_index, lookup, e_nb):
+    seeder, index = genome_index
+    rng = np.random.default_rng(100 + e_nb)
+    reads = []
+    for k in range(30):
+        p = int(rng.integers(0, 84_000))
+        read = mutate(rng, genome.codes[p:p + int(rng.integers(40, 120))], k % 4, k % 2)
+        reads.append(revcomp(read) if k % 3 == 0 else read)
+    reads.append(genome.codes[1000:1100].copy())                       # the repeat family
+    reads.append(np.full(50, 4, np.uint8))                             # all N
+    reads.append(genome.codes[100:108].copy())                         # shorter than a pattern
+    me = rng.integers(0, 6, len(reads)).astype(np.int32)
+    s = NeighborhoodSeeder(seed_len=7, nb_len=6, step=5, e_nb=e_nb, max_occ=3, max_cands=4, min_hits=1 + (e_nb == 1),
+                           lookup=lookup)
+    got = s.candidates(index, make_batch(reads), me)
+    want = reference_candidates(genome, np.arange(7), 7, 6, reads, me, 5, e_nb, 3, 4, 1 + (e_nb == 1))
+    assert as_tuples(got) == want
+    assert got.read.dtype == np.int32 and got.strand.dtype == np.int8 and got.pos.dtype == np.int64
+
+
+def test_long_reads_match_specification(genome, genome_index):
+    """Reads of thousands of bases (scratch buffers grow inside the parallel kernel)."""
+    seeder, index = genome_index
+    rng = np.random.default_rng(4)
+    reads = [mutate(rng, genome.codes[p:p + L], L // 200, 2) for p, L in ((2000, 1500), (10_000, 4000), (30, 9000))]
+    reads += [genome.codes[5000:5300].copy()] * 3                     # the repeat family
+    me = np.array([8, 8, 8, 3, 0, 5], np.int32)
+    s = NeighborhoodSeeder(seed_len=7, nb_len=6, step=3, max_cands=40)
+    got = s.candidates(index, make_batch(reads), me)
+    want = reference_candidates(genome, np.arange(7), 7, 6, reads, me, 3, 0, s.max_occ, 40, 1)
+    assert as_tuples(got) == want
+
+
+def test_candidates_find_true_positions_both_strands():
+    rng = np.random.default_rng(7)
+    ref = make_reference([rng.integers(0, 4, 400_000).astype(np.uint8), rng.integers(0, 4, 100_000).astype(np.uint8)])
+    seeder = NeighborhoodSeeder()
+    index = seeder.build_index(ref)
+    n = 400
+    starts = rng.integers(0, ref.codes.shape[0] - 110, n)
+    starts = starts[~((starts < ref.offsets[1]) & (starts + 110 > ref.offsets[1]))]
+    reads, strands = [], []
+    for k, p in enumerate(starts):
+        read = mutate(rng, ref.codes[p:p + 100], k % 4, k % 3 == 0)
+        if k % 2:
+            read = revcomp(read)
+        reads.append(read)
+        strands.append(k % 2)
+    me = np.full(len(reads), 5, np.int32)
+    c = seeder.candidates(index, make_batch(reads), me)
+    ok = (c.strand == np.array(strands)[c.read]) & (np.abs(c.pos - starts[c.read]) <= 5)
+    found = np.zeros(len(reads), bool)
+    found[c.read[ok]] = True
+    assert found.mean() >= 0.99
+    assert len(c) / len(reads) < 2.0
+    # sorted by (read, strand, pos) and unique
+    key = c.read.astype(np.int64) * 4 * 2 ** 40 + c.strand.astype(np.int64) * 2 ** 40 + c.pos
+    assert (np.diff(key) > 0).all()
+
+
+def test_deterministic_across_thread_counts(genome):
+    rng = np.random.default_rng(9)
+    reads = [mutate(rng, genome.codes[p:p + 100], 3, 1) for p in rng.integers(0, 80_000, 500)]
+    me = np.full(len(reads), 4, np.int32)
+    seeder = NeighborhoodSeeder(seed_len=6, nb_len=7, step=2, e_nb=1, max_cands=3)
+    prev = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        i1 = seeder.build_index(genome)
+        c1 = seeder.candidates(i1, make_batch(reads), me)
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        i2 = seeder.build_index(genome)
+        c2 = seeder.candidates(i2, make_batch(reads), me)
+    finally:
+        numba.set_num_threads(prev)
+    for name in i1.arrays:
+        assert np.array_equal(i1.arrays[name], i2.arrays[name]), name
+    assert as_tuples(c1) == as_tuples(c2)
+
+
+# ------------------------------------------------------------------------------------ index file
+
+def test_index_round_trip(tmp_path, genome, genome_index):
+    seeder, index = genome_index
+    path = tmp_path / "g.pymap.idx"
+    seeder.save_index(index, path)
+    assert not [p for p in os.listdir(tmp_path) if "tmp" in p]
+    loaded = seeder.load_index(path, genome)
+    assert loaded.params == index.params
+    for name, arr in index.arrays.items():
+        assert np.array_equal(loaded.arrays[name], arr) and loaded.arrays[name].dtype == arr.dtype
+        assert is_mapped(loaded.arrays[name]) or arr.nbytes == 0
+    rng = np.random.default_rng(1)
+    reads = [genome.codes[p:p + 90].copy() for p in rng.integers(0, 50_000, 20)]
+    me = np.full(20, 3, np.int32)
+    assert as_tuples(seeder.candidates(index, make_batch(reads), me)) == \
+        as_tuples(seeder.candidates(loaded, make_batch(reads), me))
+    # auto parameters accept the stored ones; an explicit other value is a mismatch
+    NeighborhoodSeeder().load_index(path, genome)
+    with pytest.raises(IndexMismatch, match="pymap index"):
+        NeighborhoodSeeder(seed_len=8).load_index(path, genome)
+    with pytest.raises(IndexMismatch, match="pymap index"):
+        NeighborhoodSeeder(pattern="#######-#").load_index(path, genome)
+    assert seeder.index_path("/x/ref.fa.gz") == "/x/ref.fa.gz.pymap.idx"
+
+
+def test_generic_container(tmp_path):
+    arrays = {"a": np.arange(10, dtype=np.int64), "b": np.zeros((3, 5), np.uint8), "e": np.zeros(0, np.uint32)}
+    save_index(tmp_path / "x", {"seeder": "t", "params": {"k": 1}}, arrays)
+    raw = (tmp_path / "x").read_bytes()
+    assert raw[:8] == b"PYMAPIDX"
+    meta, got = load_index(tmp_path / "x", {"seeder": "t", "params": {"k": 1}})
+    assert meta["params"] == {"k": 1} and "pymap_version" in meta
+    for k in arrays:
+        assert np.array_equal(got[k], arrays[k]) and got[k].shape == arrays[k].shape
+        assert got[k].ctypes.data % 64 == 0 or got[k].nbytes == 0
+    with pytest.raises(IndexMismatch, match="params.k"):
+        load_index(tmp_path / "x", {"params": {"k": 2}})
+
+
+def test_damaged_files(tmp_path, genome, genome_index):
+    seeder, index = genome_index
+    path = tmp_path / "g.idx"
+    seeder.save_index(index, path)
+    raw = bytearray(path.read_bytes())
+
+    def write(data, name):
+        p = tmp_path / name
+        p.write_bytes(bytes(data))
+        return p
+
+    with pytest.raises(IndexCorrupt, match="truncated"):
+        seeder.load_index(write(raw[:len(raw) - 100], "trunc"), genome)
+    with pytest.raises(IndexCorrupt):
+        seeder.load_index(write(raw[:30], "trunc2"), genome)
+    flipped = bytearray(raw)
+    flipped[-5] ^= 0xFF                                   # inside the last array
+    with pytest.raises(IndexCorrupt, match="checksum"):
+        seeder.load_index(write(flipped, "flip"), genome)
+    seeder.load_index(write(flipped, "flip"), genome, verify=False)   # sizes only: loads
+    hdr = bytearray(raw)
+    hdr[80] ^= 0x01                                       # inside the JSON header
+    with pytest.raises(IndexCorrupt, match="header"):
+        seeder.load_index(write(hdr, "hdr"), genome)
+    magic = bytearray(raw)
+    magic[:8] = b"NOTANIDX"
+    with pytest.raises(IndexCorrupt, match="not a pymap index"):
+        seeder.load_index(write(magic, "magic"), genome)
+    ver = bytearray(raw)
+    ver[8:12] = struct.pack("<I", 99)
+    with pytest.raises(IndexMismatch, match="format version"):
+        seeder.load_index(write(ver, "ver"), genome)
+    other = make_reference([genome.codes[:1000]])
+    with pytest.raises(IndexMismatch, match="another reference.*pymap index REF"):
+        seeder.load_index(path, other)
+    with pytest.raises(IndexMismatch):
+        seeder.load_index(tmp_path / "missing.idx", genome)
+
+
+# ------------------------------------------------------------------------------------ options
+
+@pytest.mark.parametrize("opts, name", [
+    ({"seed_len": 0}, "seed_len"), ({"nb_len": 17}, "nb_len"), ({"pattern": "##x#"}, "pattern"),
+    ({"pattern": "---"}, "pattern"), ({"step": 0}, "step"), ({"e_nb": -1}, "e_nb"), ({"e_nb": 4}, "e_nb"),
+    ({"max_occ": 0}, "max_occ"), ({"max_cands": 0}, "max_cands"), ({"min_hits": 0}, "min_hits"),
+    ({"lookup": "hash"}, "lookup"), ({"step": 2.5}, "step"),
+])
+def test_options_validated(opts, name):
+    with pytest.raises(ValueError, match=name):
+        NeighborhoodSeeder(**opts)
+
+
+def test_defaults_scale_with_genome_size():
+    small, ecoli, human = (default_build_params(n) for n in (50_000, 4_600_000, 3_100_000_000))
+    assert sum(small) < sum(ecoli) < sum(human)
+    assert all(ln <= 16 for _, ln in (small, ecoli, human))
