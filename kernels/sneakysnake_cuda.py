@@ -5,7 +5,7 @@ Works under the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) too; the tests compare i
 with the CPU kernel there. Not registered as a plugin.
 """
 import numpy as np
-from numba import cuda
+from kernels.cuda_support import cuda
 
 from kernels.encoding import ASCII_TO_CODE, N_CODE
 

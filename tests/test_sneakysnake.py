@@ -198,10 +198,15 @@ print("ok")
 """
 
 
-def test_cuda_kernel_equals_cpu_under_simulator():
+@pytest.mark.parametrize("where", ["simulator", "gpu"])
+def test_cuda_kernel_equals_cpu(where):
     pytest.importorskip("numba.cuda")
+    if where == "gpu":
+        from kernels.cuda_support import cuda_available
+        if not cuda_available():
+            pytest.skip("no CUDA GPU here (the simulator variant runs instead)")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1" if where == "simulator" else "0",
                PYTHONPATH=os.pathsep.join([root, os.path.join(root, "tests"),
                                            os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", _CUDASIM_CHECK], cwd=root, env=env, capture_output=True,

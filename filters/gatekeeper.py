@@ -1,0 +1,146 @@
+"""The `gatekeeper-gpu` and `gatekeeper` filters (GateKeeper-GPU, Bingol et al.; GateKeeper, Alser et al.).
+
+Both run the same kernels: a Numba CPU twin (kernels/gatekeeper_cpu.py, bit-parallel, prange over
+pairs) or Numba CUDA (kernels/gatekeeper_cuda.py). `gatekeeper` is the original FPGA GateKeeper: the
+same algorithm without GateKeeper-GPU's leading/trailing amendment (step 6). See docs/gatekeeper.md.
+
+>>> import numpy as np
+>>> from mapper.plugins import create
+>>> f = create("filter", "gatekeeper-gpu", device="cpu")
+>>> reads = np.frombuffer(b"ACGTACGTACGTACGTACGT", np.uint8).reshape(1, -1)
+>>> refs = np.frombuffer(b"ACGTACGTACCTACGTACGT", np.uint8).reshape(1, -1)
+>>> f.filter_pairs(reads, refs, 2)
+(array([ True]), array([1], dtype=int32))
+"""
+import numba
+import numpy as np
+
+from kernels.gatekeeper_cpu import (MODE_FULL, MODE_NONE, MODE_PUBLISHED, REJECT, filter_ascii_pairs,
+                                    filter_code_candidates)
+from mapper.plugins import Filter, check_pairs
+
+_DEVICES = ("auto", "cpu", "gpu")
+_ENCODES = ("host", "device")
+_ENDS = ("published", "full")
+
+
+def _choice(option, value, accepted):
+    if value not in accepted:
+        names = ", ".join(repr(a) for a in accepted)
+        raise ValueError(f"option {option!r} must be one of {names}, not {value!r}")
+    return value
+
+
+def _cuda_available():
+    from kernels.cuda_support import cuda_available
+    return cuda_available()
+
+
+class GateKeeperGPUFilter(Filter):
+    """GateKeeper-GPU: shifted Hamming masks, amended, ANDed; CPU twin or CUDA (device=auto|cpu|gpu)."""
+    name = "gatekeeper-gpu"
+
+    def __init__(self, device="auto", encode="host", ends="published", threads=None):
+        _choice("device", device, _DEVICES)
+        _choice("encode", encode, _ENCODES)
+        _choice("ends", ends, _ENDS)
+        self.mode = MODE_PUBLISHED if ends == "published" else MODE_FULL
+        self._setup(device, encode, threads)
+        self.ends = ends
+
+    def _setup(self, device, encode, threads):
+        if threads is not None:
+            limit = numba.config.NUMBA_NUM_THREADS
+            if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) \
+                    or not 1 <= threads <= limit:
+                raise ValueError(f"option 'threads' must be an integer from 1 to {limit}, not {threads!r}")
+            threads = int(threads)
+        if device == "auto":
+            device = "gpu" if _cuda_available() else "cpu"
+        elif device == "gpu" and not _cuda_available():
+            raise ValueError("option 'device' is 'gpu' but no CUDA GPU is available "
+                             "(accepted: 'auto', 'cpu', 'gpu')")
+        self.device = device
+        self.encode = encode
+        self.threads = threads
+        self._gpu = None
+        if device == "gpu":
+            from kernels.gatekeeper_cuda import GateKeeperCUDA
+            self._gpu = GateKeeperCUDA(mode=self.mode, encode=encode)
+
+    # -------------------------------------------------------------------------------------------
+    def _cpu_call(self, fn, *args):
+        if self.threads is None:
+            return fn(*args)
+        old = numba.get_num_threads()
+        numba.set_num_threads(self.threads)
+        try:
+            return fn(*args)
+        finally:
+            numba.set_num_threads(old)
+
+    def filter_pairs(self, reads, refs, max_edits):
+        reads, refs = check_pairs(reads, refs)
+        e = int(max_edits)
+        if e < 0:
+            raise ValueError(f"max_edits must be >= 0, not {max_edits!r}")
+        n, length = reads.shape
+        if n == 0 or length == 0:
+            return np.ones(n, dtype=np.bool_), np.zeros(n, dtype=np.int32)
+        if self._gpu is not None:
+            est = self._gpu.filter_pairs(reads, refs, e)
+        else:
+            est = np.empty(n, np.int32)
+            self._cpu_call(filter_ascii_pairs, reads, refs, e, self.mode, est)
+        return est != REJECT, est
+
+    def filter_candidates(self, read_codes, read_rc_codes, read_offsets, ref_codes,
+                          c_read, c_strand, c_pos, c_lo, c_hi, c_maxe):
+        """As Filter.filter_candidates, without the ASCII round trip: on the GPU the segments are cut
+        from the device-resident reference, on the CPU straight from the mapping codes."""
+        n = c_read.shape[0]
+        if self._gpu is not None:
+            est = self._gpu.filter_candidates(read_codes, read_rc_codes, read_offsets, ref_codes,
+                                              c_read, c_strand, c_pos, c_lo, c_hi, c_maxe)
+            if est is None:        # the reference does not fit on the GPU: cut on the host
+                return super().filter_candidates(read_codes, read_rc_codes, read_offsets, ref_codes,
+                                                 c_read, c_strand, c_pos, c_lo, c_hi, c_maxe)
+            return est != REJECT, est
+        est = np.full(n, REJECT, dtype=np.int32)
+        if n == 0:
+            return np.zeros(0, dtype=np.bool_), est
+        lengths = (read_offsets[1:] - read_offsets[:-1])[c_read]
+        keys = lengths.astype(np.int64) * 65536 + c_maxe
+        for key in np.unique(keys):
+            idx = np.flatnonzero(keys == key)
+            length, e = int(key // 65536), int(key % 65536)
+            if length == 0:
+                est[idx] = 0
+                continue
+            self._cpu_call(filter_code_candidates, read_codes, read_rc_codes, read_offsets, ref_codes,
+                           c_read, c_strand, c_pos, c_lo, c_hi, idx, length, e, self.mode, est)
+        return est != REJECT, est
+
+    @property
+    def last_kernel_ms(self):
+        """GPU kernel time of the last call (CUDA events), or None on the CPU."""
+        return None if self._gpu is None else self._gpu.kernel_ms
+
+    def close(self):
+        if self._gpu is not None:
+            self._gpu.close()
+
+
+class GateKeeperFilter(GateKeeperGPUFilter):
+    """GateKeeper (the original FPGA design): GateKeeper-GPU without the leading/trailing amendment."""
+    name = "gatekeeper"
+
+    def __init__(self, device="auto", encode="host", threads=None):
+        _choice("device", device, _DEVICES)
+        _choice("encode", encode, _ENCODES)
+        self.mode = MODE_NONE
+        self._setup(device, encode, threads)
+        self.ends = None
+
+
+__all__ = ["GateKeeperGPUFilter", "GateKeeperFilter", "MODE_PUBLISHED", "MODE_NONE", "MODE_FULL"]
