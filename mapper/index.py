@@ -162,6 +162,32 @@ def _check_expect(path, meta, expect, prefix=""):
             raise IndexMismatch(f"{path}: {msg}; {REBUILD_HINT}")
 
 
+def _is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _valid_record(rec):
+    """An array record with the right keys, types and ranges (the header checksum only proves that
+    the bytes are what was written, not that a writer wrote sense)."""
+    if not isinstance(rec, dict) or not isinstance(rec.get("name"), str) or not isinstance(rec.get("dtype"), str):
+        return False
+    shape, offset, nbytes, crc = rec.get("shape"), rec.get("offset"), rec.get("nbytes"), rec.get("crc32")
+    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+        return False
+    if not (_is_int(offset) and _is_int(nbytes) and _is_int(crc)) or offset < 0 or offset % ALIGN:
+        return False
+    try:
+        dtype = np.dtype(rec["dtype"])
+    except TypeError:
+        return False
+    if dtype.hasobject or dtype.byteorder == ">":
+        return False
+    count = 1
+    for d in shape:
+        count *= d
+    return count * dtype.itemsize == nbytes
+
+
 def load_index(path, expect=None, verify=None):
     """Load an index file: (meta, {name: ndarray}) with the arrays memory-mapped.
 
@@ -171,6 +197,8 @@ def load_index(path, expect=None, verify=None):
     """
     path = os.fspath(path)
     meta, size = read_header(path)
+    if not isinstance(meta, dict):
+        raise IndexCorrupt(f"{path}: damaged index header (not a JSON object); {REBUILD_HINT}")
     if meta.get("format") != FORMAT_VERSION:
         raise IndexMismatch(f"{path}: index format {meta.get('format')!r}, expected {FORMAT_VERSION}; "
                             f"{REBUILD_HINT}")
@@ -180,16 +208,14 @@ def load_index(path, expect=None, verify=None):
     if not isinstance(records, list):
         raise IndexCorrupt(f"{path}: damaged index header (no array table); {REBUILD_HINT}")
     end = 0
-    for rec in records:
-        try:
-            dtype = np.dtype(rec["dtype"])
-            count = int(np.prod(rec["shape"], dtype=np.int64))
-            if count * dtype.itemsize != rec["nbytes"] or rec["offset"] % ALIGN:
-                raise ValueError
-        except (KeyError, TypeError, ValueError):
-            raise IndexCorrupt(f"{path}: damaged index header (array {rec.get('name')!r}); "
-                               f"{REBUILD_HINT}") from None
+    for i, rec in enumerate(records):
+        if not _valid_record(rec):
+            name = rec.get("name") if isinstance(rec, dict) else None
+            raise IndexCorrupt(f"{path}: damaged index header (array {name if isinstance(name, str) else i!r}); "
+                               f"{REBUILD_HINT}")
         end = max(end, rec["offset"] + rec["nbytes"])
+    if len({rec["name"] for rec in records}) != len(records):
+        raise IndexCorrupt(f"{path}: damaged index header (duplicate array names); {REBUILD_HINT}")
     if size < end:
         raise IndexCorrupt(f"{path}: truncated index file ({size} bytes, {end} expected); {REBUILD_HINT}")
     total = sum(rec["nbytes"] for rec in records)

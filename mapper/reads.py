@@ -154,7 +154,11 @@ def _parse_fastq(buf, source, first_index, final):
     quals, _ = gather_ranges(arr, q0, q1, IDENTITY)
     if quals.size and (quals.min() < 33 or quals.max() > 126):
         raise InputError(f"{source}: quality string holds characters outside '!'..'~'")
-    names, name_offsets = gather_ranges(arr, h0 + 1, first_word_ends(arr, h0 + 1, h1), IDENTITY)
+    name_ends = first_word_ends(arr, h0 + 1, h1)
+    bad = np.flatnonzero(name_ends == h0 + 1)
+    if bad.size:
+        raise InputError(f"{source}: record {first_index + bad[0] + 1}: FASTQ header has no name")
+    names, name_offsets = gather_ranges(arr, h0 + 1, name_ends, IDENTITY)
     batch = ReadBatch(codes=codes, offsets=offsets, names=names, name_offsets=name_offsets,
                       quals=quals, first_index=first_index)
     return batch, rest

@@ -227,13 +227,22 @@ class NeighborhoodSeeder(Seeder):
             expect["reference_checksum"] = reference.checksum
         meta, arrays = idxfile.load_index(path, expect, verify=verify)
         params = meta.get("params")
-        contigs = meta.get("contigs") or {}
-        if not isinstance(params, dict) or "pattern" not in params or "nb_len" not in params:
-            raise IndexCorrupt(f"{path}: index header lacks build parameters; rebuild with `pymap index REF`")
-        if self.e_nb > int(params["nb_len"]):
-            raise ValueError(f"e_nb ({self.e_nb}) must not exceed the index's nb_len ({params['nb_len']})")
-        info = {"checksum": meta.get("reference_checksum"), "names": contigs.get("names", []),
-                "lengths": contigs.get("lengths", [])}
+        contigs = meta.get("contigs")
+        try:
+            if not isinstance(params, dict):
+                raise ValueError("no build parameters")
+            parse_pattern(params.get("pattern"))
+            ln = _int_option("nb_len", params.get("nb_len"), 1, 16)
+            if not isinstance(contigs, dict) or not isinstance(contigs.get("names"), list) \
+                    or not isinstance(contigs.get("lengths"), list):
+                raise ValueError("no contig table")
+        except ValueError as exc:
+            raise IndexCorrupt(f"{path}: index header is damaged ({exc}); rebuild with `pymap index REF`") \
+                from None
+        if self.e_nb > ln:
+            raise ValueError(f"e_nb ({self.e_nb}) must not exceed the index's nb_len ({ln})")
+        info = {"checksum": meta.get("reference_checksum"), "names": contigs["names"],
+                "lengths": contigs["lengths"]}
         try:
             return NeighborhoodIndex(params, info, arrays)
         except IndexCorrupt as exc:
