@@ -121,6 +121,14 @@ class GateKeeperGPUFilter(Filter):
                            c_read, c_strand, c_pos, c_lo, c_hi, idx, length, e, self.mode, est)
         return est != REJECT, est
 
+    def host_pairs(self, n, length):
+        """Empty (reads, refs) uint8 (n, length) arrays to fill with pairs. On the GPU they are
+        page-locked, and with encode=device they travel to the device by DMA without a staging copy."""
+        if self._gpu is not None:
+            from kernels.gatekeeper_cuda import pinned_pairs
+            return pinned_pairs(n, length)
+        return np.empty((n, length), np.uint8), np.empty((n, length), np.uint8)
+
     @property
     def last_kernel_ms(self):
         """GPU kernel time of the last call (CUDA events), or None on the CPU."""

@@ -18,6 +18,7 @@ so that encoding/copying the next batch overlaps the kernel of the current one, 
 evenly over every visible GPU (one host thread per GPU). Works under NUMBA_ENABLE_CUDASIM=1.
 """
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -296,12 +297,13 @@ def _build(L, E, MODE):
     @cuda.jit
     def k_candidates(read_codes, rc_codes, offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi,
                      idx, est, m):
-        """Mapper candidates idx[0:m] (all of length L, threshold E): segments cut from the resident
-        reference (mapping codes; N outside [c_lo, c_hi)); writes est[idx[j]]."""
+        """Mapper candidates idx[0:m] (all of length L, threshold E; an empty idx means 0..m-1):
+        segments cut from the resident reference (mapping codes; N outside [c_lo, c_hi));
+        writes est[idx[j]]."""
         j = cuda.grid(1)
         if j >= m:
             return
-        i = idx[j]
+        i = idx[j] if idx.shape[0] else j
         rh = cuda.local.array(NWP, uint64)
         rl = cuda.local.array(NWP, uint64)
         fh = cuda.local.array(NW, uint64)
@@ -353,6 +355,31 @@ def _build(L, E, MODE):
 
 def _grid(m):
     return (m + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK, THREADS_PER_BLOCK
+
+
+_PINNED = {}            # data pointer -> nbytes of the page-locked pair buffers made by pinned_pairs
+
+
+def pinned_pairs(n, length):
+    """Two page-locked uint8 (n, length) arrays for reads and reference segments. Pairs given to
+    GateKeeperCUDA.filter_pairs(encode="device") in these are copied to the device by DMA straight
+    from them, without the staging copy that pageable NumPy arrays need."""
+    out = []
+    for _ in range(2):
+        a = cuda.pinned_array((max(int(n), 1), int(length)), dtype=np.uint8)[:n]
+        ptr = a.__array_interface__["data"][0]
+        _PINNED[ptr] = a.base.nbytes if a.base is not None else a.nbytes
+        weakref.finalize(a.base if a.base is not None else a, _PINNED.pop, ptr, None)
+        out.append(a)
+    return tuple(out)
+
+
+def _in_pinned(a):
+    """True when the C-contiguous array a lies inside a buffer made by pinned_pairs."""
+    if not a.flags.c_contiguous:
+        return False
+    p = a.__array_interface__["data"][0]
+    return any(base <= p and p + a.nbytes <= base + size for base, size in _PINNED.items())
 
 
 class _Slot:
@@ -473,6 +500,7 @@ class GateKeeperCUDA:
         batch = self._batch_size(per_pair, hi - lo)
         slots = dev.ensure_slots()
         multi = len(self.devices) > 1
+        direct = self.encode == "device" and _in_pinned(reads) and _in_pinned(refs)
         for j, a in enumerate(range(lo, hi, batch)):
             b = min(a + batch, hi)
             m = b - a
@@ -501,11 +529,16 @@ class GateKeeperCUDA:
                 nbytes = 2 * m * length
                 nwords = (nbytes + 3) // 4
                 pin_b, dev_b = slot.buffers("ascii", (2 * batch * length + 3) // 4, np.uint32)
-                pin8 = pin_b.view(np.uint8)
-                pin8[:m * length] = reads[a:b].reshape(-1)
-                pin8[m * length:nbytes] = refs[a:b].reshape(-1)
+                if direct:                       # DMA straight from the caller's page-locked rows
+                    d8 = dev_b.view(np.uint8)
+                    d8[:m * length].copy_to_device(reads[a:b].reshape(-1), stream=s)
+                    d8[m * length:nbytes].copy_to_device(refs[a:b].reshape(-1), stream=s)
+                else:
+                    pin8 = pin_b.view(np.uint8)
+                    pin8[:m * length] = reads[a:b].reshape(-1)
+                    pin8[m * length:nbytes] = refs[a:b].reshape(-1)
+                    dev_b[:nwords].copy_to_device(pin_b[:nwords], stream=s)
                 d_b = dev_b[:nwords]
-                d_b.copy_to_device(pin_b[:nwords], stream=s)
                 slot.ev0.record(s)
                 k.ascii[_grid(m)[0], _grid(m)[1], s](d_b, dev_est, m)
                 slot.ev1.record(s)
@@ -567,17 +600,23 @@ class GateKeeperCUDA:
                 d_hi = cuda.to_device(np.ascontiguousarray(c_hi[a:b]), stream=stream)
                 d_est = cuda.device_array(b - a, np.int32, stream=stream)
                 kk = keys[a:b]
-                for key in np.unique(kk):
-                    idx = np.flatnonzero(kk == key).astype(np.int64)
+                if kk.min() == kk.max():            # the usual batch: one read length, one E
+                    groups = [(kk[0], np.zeros(0, np.int64), b - a)]
+                else:
+                    groups = []
+                    for key in np.unique(kk):
+                        idx = np.flatnonzero(kk == key).astype(np.int64)
+                        groups.append((key, idx, idx.size))
+                for key, idx, m in groups:
                     length, e = int(key // 65536), int(key % 65536)
                     if length == 0:
                         continue
                     kern = kernels(length, e, self.mode)
                     d_idx = cuda.to_device(idx, stream=stream)
-                    g, t = _grid(idx.size)
+                    g, t = _grid(m)
                     s.ev0.record(stream)
                     kern.candidates[g, t, stream](d_rc, d_rrc, d_off, dev.ref_dev, d_read, d_strand,
-                                                  d_pos, d_lo, d_hi, d_idx, d_est, idx.size)
+                                                  d_pos, d_lo, d_hi, d_idx, d_est, m)
                     s.ev1.record(stream)
                     s.ev1.synchronize()
                     t_ms = s.ev0.elapsed_time(s.ev1)
@@ -594,10 +633,16 @@ class GateKeeperCUDA:
         return est
 
     def close(self):
+        """Free the device and pinned buffers now, each in its own GPU's context (left to the
+        interpreter's exit, multi-GPU teardown freed pinned memory twice: glibc abort)."""
         for dev in self.devices:
-            dev.slots = None
-            dev.ref_dev = None
-            dev.ref_host = None
+            with cuda.gpus[dev.index]:
+                dev.slots = None
+                dev.ref_dev = None
+                dev.ref_host = None
+                pending = getattr(cuda.current_context(), "deallocations", None)   # None: simulator
+                if pending is not None:
+                    pending.clear()
 
 
 def available():

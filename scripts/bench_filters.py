@@ -60,6 +60,56 @@ def make_pairs(n, length, max_edits, seed=0, random_frac=0.1, indel_frac=0.3):
     return np.ascontiguousarray(reads), refs
 
 
+def make_candidates(n_pairs, length, max_edits, seed=0, per_read=8, genome=5_000_000):
+    """The mapper's filter input: a random reference (mapping codes), reads copied from it with a
+    few substitutions, and per_read candidates per read (the true locus, then random loci, both
+    strands). Returns the argument tuple of Filter.filter_candidates."""
+    rng = np.random.default_rng(seed)
+    ref = rng.integers(0, 4, genome).astype(np.uint8)
+    n_reads = max(1, n_pairs // per_read)
+    start = rng.integers(0, genome - length, n_reads)
+    codes = ref[start[:, None] + np.arange(length)[None, :]]
+    nsub = rng.integers(0, max_edits + 3, n_reads)
+    for k in range(int(nsub.max(initial=0))):
+        rows = np.flatnonzero(nsub > k)
+        cols = rng.integers(0, length, rows.size)
+        codes[rows, cols] = (codes[rows, cols] + rng.integers(1, 4, rows.size)) % 4
+    rc = (3 - codes)[:, ::-1]
+    offsets = np.arange(n_reads + 1, dtype=np.int64) * length
+    c_read = np.repeat(np.arange(n_reads, dtype=np.int32), per_read)
+    c_pos = rng.integers(0, genome - length, c_read.size).astype(np.int64)
+    c_pos[::per_read] = start
+    c_strand = np.zeros(c_read.size, np.int8)
+    c_strand[1::2] = 1
+    c_lo = np.zeros(c_read.size, np.int64)
+    c_hi = np.full(c_read.size, genome, np.int64)
+    c_maxe = np.full(c_read.size, max_edits, np.int32)
+    return (np.ascontiguousarray(codes).reshape(-1), np.ascontiguousarray(rc).reshape(-1), offsets, ref,
+            c_read, c_strand, c_pos, c_lo, c_hi, c_maxe)
+
+
+def bench_candidates(name, opts, args, device, repeat):
+    """filter_candidates (the mapper path): on the GPU the reference is resident (copied once, at
+    the warm-up) and only reads and candidates travel; ft is the whole call by the host clock."""
+    f = _create(name, opts, device=device)
+    if f is None:
+        return None
+    small = args[:4] + tuple(a[:4096] for a in args[4:])
+    f.filter_candidates(*small)                                  # compile, copy the reference
+    best_ft, best_kt, acc = float("inf"), None, None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        acc, _est = f.filter_candidates(*args)
+        best_ft = min(best_ft, time.perf_counter() - t)
+        kt = getattr(f, "last_kernel_ms", None)
+        if kt:
+            best_kt = kt / 1e3 if best_kt is None else min(best_kt, kt / 1e3)
+    units = len(f._gpu.devices) if getattr(f, "_gpu", None) is not None else None
+    f.close()
+    return {"device": device, "units": units, "encode": "candidates",
+            "ft_s": best_ft, "kt_s": best_kt, "accept": float(acc.mean())}
+
+
 def _create(name, opts, **extra):
     try:
         return create("filter", name, **opts, **extra)
@@ -105,11 +155,16 @@ def _restrict_to_gpus(f, count):
     f._gpu = GateKeeperCUDA(mode=gpu.mode, encode=gpu.encode, devices=range(count))
 
 
-def bench_gpu(name, opts, reads, refs, e, encode, ngpus, repeat):
+def bench_gpu(name, opts, reads, refs, e, encode, ngpus, repeat, pinned=False):
     f = _create(name, opts, device="gpu", encode=encode)
     if f is None:
         return None
     _restrict_to_gpus(f, ngpus)
+    if pinned:                        # the pairs already sit in page-locked buffers (not timed)
+        pr, pf = f.host_pairs(*reads.shape)
+        pr[:] = reads
+        pf[:] = refs
+        reads, refs = pr, pf
     f.filter_pairs(reads[:4096], refs[:4096], e)               # compile / allocate
     best_ft, best_kt, acc = float("inf"), None, None
     for _ in range(repeat):
@@ -122,7 +177,8 @@ def bench_gpu(name, opts, reads, refs, e, encode, ngpus, repeat):
         if kt is not None and kt > 0:
             best_kt = kt / 1e3 if best_kt is None else min(best_kt, kt / 1e3)
     f.close()
-    return {"device": "gpu", "units": ngpus, "encode": encode, "ft_s": best_ft, "kt_s": best_kt,
+    return {"device": "gpu", "units": ngpus, "encode": encode + ("+pinned" if pinned else ""),
+            "ft_s": best_ft, "kt_s": best_kt,
             "accept": float(acc.mean())}
 
 
@@ -142,11 +198,20 @@ def main(argv=None):
     ap.add_argument("--filter", default="gatekeeper-gpu", help="filter plugin name")
     ap.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE", help="filter option")
     ap.add_argument("--pairs", type=int, default=1_000_000, help="pairs per (L, E)")
+    ap.add_argument("--tile", type=int, default=1,
+                    help="repeat the generated pairs this many times (large GPU batches without the "
+                         "cost of generating them; the filter work per pair is unchanged)")
     ap.add_argument("--lengths", type=int, nargs="+", default=[100, 150, 250])
     ap.add_argument("--edits", type=int, nargs="+", default=[2, 5, 10])
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure; the best is reported")
     ap.add_argument("--random-frac", type=float, default=0.1)
     ap.add_argument("--indel-frac", type=float, default=0.3)
+    ap.add_argument("--encode", nargs="+", choices=["host", "device"], default=["host", "device"],
+                    help="GPU input paths to measure")
+    ap.add_argument("--candidates", action="store_true",
+                    help="also measure the mapper path (filter_candidates: reference resident on the "
+                         "GPU, reads + candidates copied, segments cut on the device)")
+    ap.add_argument("--no-pairs", action="store_true", help="with --candidates: only the candidate path")
     ap.add_argument("--no-cpu", action="store_true")
     ap.add_argument("--no-gpu", action="store_true")
     ap.add_argument("--threads", type=int, nargs="+", default=None,
@@ -163,22 +228,38 @@ def main(argv=None):
         for e in args.edits:
             reads, refs = make_pairs(args.pairs, length, e, seed=length * 1000 + e,
                                      random_frac=args.random_frac, indel_frac=args.indel_frac)
+            if args.tile > 1:
+                reads, refs = np.tile(reads, (args.tile, 1)), np.tile(refs, (args.tile, 1))
+            npairs = reads.shape[0]
             runs = []
-            if not args.no_cpu:
+            if not args.no_cpu and not args.no_pairs:
                 for t in threads:
                     runs.append(bench_cpu(args.filter, opts, reads, refs, e, t, args.repeat))
-            if gpus:
+            if gpus and not args.no_pairs:
                 counts = [1] + ([len(gpus)] if len(gpus) > 1 else [])
-                for encode in ("host", "device"):
-                    for c in counts:
-                        r = bench_gpu(args.filter, opts, reads, refs, e, encode, c, args.repeat)
-                        if r is not None:
-                            runs.append(r)
+                for encode in args.encode:
+                    for pinned in ((False, True) if encode == "device" else (False,)):
+                        for c in counts:
+                            r = bench_gpu(args.filter, opts, reads, refs, e, encode, c, args.repeat, pinned)
+                            if r is not None:
+                                runs.append(r)
+            if args.candidates:
+                cargs = make_candidates(npairs, length, e, seed=length * 1000 + e)
+                if not args.no_cpu:
+                    import numba
+                    r = bench_candidates(args.filter, opts, cargs, "cpu", args.repeat)
+                    if r is not None:
+                        r["units"] = numba.config.NUMBA_NUM_THREADS
+                        runs.append(r)
+                if gpus:
+                    r = bench_candidates(args.filter, opts, cargs, "gpu", args.repeat)
+                    if r is not None:
+                        runs.append(r)
             for r in runs:
-                r.update(filter=args.filter, L=length, E=e, pairs=args.pairs,
-                         ft_mpairs_s=args.pairs / r["ft_s"] / 1e6,
-                         kt_mpairs_s=None if not r["kt_s"] else args.pairs / r["kt_s"] / 1e6,
-                         per_unit_mpairs_s=(args.pairs / r["ft_s"] / 1e6 / r["units"]
+                r.update(filter=args.filter, L=length, E=e, pairs=npairs,
+                         ft_mpairs_s=npairs / r["ft_s"] / 1e6,
+                         kt_mpairs_s=None if not r["kt_s"] else npairs / r["kt_s"] / 1e6,
+                         per_unit_mpairs_s=(npairs / r["ft_s"] / 1e6 / r["units"]
                                             if r["device"] == "cpu" else None))
                 rows.append(r)
                 print(_fmt_row(r), file=sys.stderr, flush=True)

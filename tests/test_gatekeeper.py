@@ -463,7 +463,7 @@ SIM_SCRIPT = textwrap.dedent(r'''
     sys.path.insert(0, sys.argv[1])
     sys.path.insert(0, sys.argv[2])
     from kernels.gatekeeper_cpu import filter_ascii_pairs
-    from kernels.gatekeeper_cuda import GateKeeperCUDA
+    from kernels.gatekeeper_cuda import GateKeeperCUDA, pinned_pairs
     from mapper.plugins import Filter, create
     import test_gatekeeper as T
     rng = np.random.default_rng(5)
@@ -475,8 +475,11 @@ SIM_SCRIPT = textwrap.dedent(r'''
         F = T.as_array(refs, length)
         exp = np.empty(len(reads), np.int32)
         filter_ascii_pairs(R, F, e, mode, exp)
-        for enc in ("host", "device"):
-            got = GateKeeperCUDA(mode=mode, encode=enc, max_batch=10).filter_pairs(R, F, e)
+        PR, PF = pinned_pairs(*R.shape)
+        PR[:] = R
+        PF[:] = F
+        for enc, (a, b) in (("host", (R, F)), ("device", (R, F)), ("device+pinned", (PR, PF))):
+            got = GateKeeperCUDA(mode=mode, encode=enc.split("+")[0], max_batch=10).filter_pairs(a, b, e)
             out["pairs"] += len(reads)
             if not np.array_equal(got, exp):
                 out["mismatch"].append([length, e, mode, enc, got.tolist(), exp.tolist()])
@@ -488,6 +491,16 @@ SIM_SCRIPT = textwrap.dedent(r'''
         out["candidates"] += len(est)
         if not (np.array_equal(est, est0) and np.array_equal(acc, acc0)):
             out["mismatch"].append([name, "candidates", est.tolist(), est0.tolist()])
+        # one read length and one threshold: the kernel's identity-index path
+        lens = (args[2][1:] - args[2][:-1])[args[4]]
+        keep = lens == lens[0]
+        one = (args[:4] + tuple(np.ascontiguousarray(x[keep]) for x in args[4:9])
+               + (np.full(int(keep.sum()), 5, np.int32),))
+        acc, est = f.filter_candidates(*one)
+        acc0, est0 = Filter.filter_candidates(create("filter", name, device="cpu", **kw), *one)
+        out["candidates"] += len(est)
+        if not np.array_equal(est, est0):
+            out["mismatch"].append([name, "candidates, one key", est.tolist(), est0.tolist()])
         a1, e1 = f.filter_pairs(R, F, 3)
         a2, e2 = create("filter", name, device="cpu", **kw).filter_pairs(R, F, 3)
         if not np.array_equal(e1, e2):

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The GPU measurements of BENCHMARKS.md in one device call (the machines are lent for minutes):
+#   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
+#   bash scripts/gpu/session.sh [tests] [bench] [ncu] [map] [scale]
+# Each step writes under $OUT and prints a short summary.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+tar -xJf .gpu/site.tar.xz -C /tmp
+export PYTHONPATH=/tmp/site:$PWD CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PYTHONUNBUFFERED=1
+python3 scripts/gpu/register.py /tmp/site >/dev/null
+steps=${*:-tests bench ncu map}
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv | tee "$OUT/gpu.txt"
+echo "cpus: $(nproc)" | tee -a "$OUT/gpu.txt"
+for step in $steps; do
+  echo "== $step $(date +%T)"
+  case $step in
+  tests)
+    # the machine's own pytest (with plugins) clashes with a staged one: use the machine's
+    if PYTHONPATH= python3 -c "import pytest" 2>/dev/null; then rm -rf /tmp/site/_pytest /tmp/site/pytest* /tmp/site/py.py /tmp/site/pluggy*; fi
+    python3 -m pytest -q -rs tests/test_gatekeeper.py tests/test_sneakysnake.py -k cuda 2>&1 | tail -6 | tee "$OUT/tests.txt" ;;
+  bench)
+    python3 scripts/bench_filters.py --pairs 1000000 --tile 8 --threads "$(nproc)" --repeat 5 \
+      --json "$OUT/bench.json" > "$OUT/bench.md" 2> "$OUT/bench.log"; cat "$OUT/bench.md" ;;
+  cand)
+    python3 scripts/bench_filters.py --pairs 1000000 --tile 8 --candidates --no-pairs --threads "$(nproc)" --repeat 5 \
+      --json "$OUT/cand.json" > "$OUT/cand.md" 2> "$OUT/cand.log"; cat "$OUT/cand.md" ;;
+  scale)
+    python3 scripts/bench_filters.py --pairs 1000000 --tile 16 --lengths 100 150 250 --edits 5 --no-cpu --repeat 5 \
+      --json "$OUT/scale.json" > "$OUT/scale.md" 2> "$OUT/scale.log"; cat "$OUT/scale.md"
+    for vis in 0 0,1; do
+      CUDA_VISIBLE_DEVICES=$vis python3 scripts/bench_filters.py --pairs 1000000 --tile 16 --lengths 100 150 250 --edits 5 \
+        --candidates --no-pairs --no-cpu --repeat 5 --json "$OUT/scale_cand_$vis.json" > "$OUT/scale_cand_$vis.md" 2>&1
+      echo "GPUs $vis:"; grep candidates "$OUT/scale_cand_$vis.md"
+    done ;;
+  ncu)
+    NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+    for k in k_words k_ascii; do
+      enc=$([ $k = k_words ] && echo host || echo device)
+      "$NCU" --target-processes all -k "regex:$k" -s 2 -c 1 --section SpeedOfLight --section Occupancy \
+        --section LaunchStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+        python3 scripts/bench_filters.py --pairs 1000000 --tile 8 --lengths 100 --edits 5 --no-cpu --repeat 2 \
+        --encode $enc > "$OUT/ncu_$k.txt" 2>&1
+      grep -E "Registers Per|Achieved Occupancy|Theoretical Occupancy|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Duration|Block Limit" "$OUT/ncu_$k.txt" | head -20
+    done ;;
+  map)
+    mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
+    python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n 2000000 -L 150 --seed 3 -o /tmp/map/r150.fq
+    python3 -m mapper.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
+    TIMEFORMAT="%R s wall, %U s user"
+    for dev in cpu gpu cpu gpu; do
+      { time python3 -m mapper.cli align /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq \
+        --device $dev -t "$(nproc)" --batch-size 200000 --no-progress -o /tmp/map/$dev.sam ; } 2>&1 | tail -2 | tee -a "$OUT/map_$dev.txt"
+    done
+    cmp <(grep -v '^@PG' /tmp/map/cpu.sam) <(grep -v '^@PG' /tmp/map/gpu.sam) && echo "cpu and gpu SAM identical" | tee -a "$OUT/map.txt"
+    python3 scripts/numpy_reads.py --check /tmp/map/gpu.sam | tee -a "$OUT/map.txt" ;;
+  esac
+done
