@@ -213,6 +213,10 @@ def simulate(ref, out_dir, length=100, profile="low", n_reads=100000, seed=7, si
         cmd = [tool("mason_simulator"), "-ir", ref_fa, "-n", str(n_reads), "--illumina-read-length",
                str(length), "--seed", str(seed), "--num-threads", str(threads), "-o", raw_fq,
                "-oa", truth_sam] + MASON_PROFILES[profile] + list(extra or [])
+        if length > 200 and "--fragment-mean-size" not in cmd:
+            # Mason's default fragments (mean 300, sd 30) are too short for long reads: it aborts
+            # with "Illumina read is too long, increase fragment length"
+            cmd += ["--fragment-mean-size", str(2 * length)]
         run_cmd(cmd, os.path.join(out_dir, "mason.log"))
         truth = mason_truth(truth_sam)
         records = ((strip_mate(h), s, q) for h, s, q in fastq_records(raw_fq))

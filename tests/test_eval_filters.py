@@ -78,3 +78,48 @@ def test_eval_filters(tmp_path):
         rows = list(csv.DictReader(fh))
     got = [(r["read_length"], r["threshold"]) for r in rows]
     assert got == [("60", "0"), ("60", "3"), ("100", "0"), ("100", "3")]
+
+
+def test_filter_entries_with_options_and_undefined_accepts(tmp_path):
+    """One plugin under several settings in one run (entry NAME:KEY=VALUE is the label), --opt for every
+    entry of a plugin, the undefined_accepted column and the per-length comparison table."""
+    rng = np.random.default_rng(11)
+    path = tmp_path / "pairs.txt"
+    path.write_text("".join(_pairs(rng, 100, 200)))
+    out = tmp_path / "out"
+    mod = _load()
+    rc = mod.main([str(path), "--filters",
+                   "gatekeeper-gpu,gatekeeper-gpu:ends=full,gatekeeper-gpu:ends=bogus,sneakysnake,edlib",
+                   "--opt", "gatekeeper-gpu:device=cpu", "--thresholds", "0,5,10", "--name", "toy",
+                   "--repeat", "2",
+                   "--out", str(out), "--quiet"])
+    assert rc == 0
+    with open(out / "results.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    labels = list(dict.fromkeys(r["filter"] for r in rows))
+    assert labels == ["gatekeeper-gpu", "gatekeeper-gpu:ends=full", "sneakysnake", "edlib"]
+    undef = int(rows[0]["undefined"])
+    assert undef == 8
+    for r in rows:
+        assert int(r["false_rejects"]) == 0
+        if r["filter"] != "edlib":           # the approximate filters pass undefined pairs through
+            assert int(r["undefined_accepted"]) == undef
+        else:
+            assert 0 <= int(r["undefined_accepted"]) <= undef
+    full = {r["threshold"]: r for r in rows if r["filter"] == "gatekeeper-gpu:ends=full"}
+    pub = {r["threshold"]: r for r in rows if r["filter"] == "gatekeeper-gpu"}
+    assert full.keys() == pub.keys() == {"0", "5", "10"}
+    assert all(full[e]["edlib_rejected"] == pub[e]["edlib_rejected"] for e in full)
+    md = (out / "results.md").read_text()
+    assert md.startswith("# Pre-alignment filter evaluation (ground truth: Edlib global distance): toy")
+    assert "## False accepts by filter, 100 bp" in md and "| E | Edlib accepted |" in md
+    assert "gatekeeper-gpu:ends=bogus" in md                               # skipped, with the reason
+    assert "False rejects over all thresholds: gatekeeper-gpu 0" in md
+
+
+def test_parse_filter_spec():
+    mod = _load()
+    assert mod.parse_filter_spec("shouji") == ("shouji", {})
+    assert mod.parse_filter_spec("gatekeeper-gpu:ends=full:device=cpu") == \
+        ("gatekeeper-gpu", {"ends": "full", "device": "cpu"})
+    assert mod.parse_filter_spec("shouji:window=3") == ("shouji", {"window": 3})
