@@ -184,6 +184,23 @@ def _count_errors(x):
     return _popcount((a | b | c | x) & _NIB1) + _popcount(two)
 
 
+@njit(cache=True, inline="always")
+def _mask_params(k, length, nmask, mode, left):
+    """Slots [a, b) forced to 1 in D_k (left False) or I_k (left True) after the amendment."""
+    if mode == MODE_PUBLISHED:
+        a = (32 * nmask - k) if left else (k - 1)
+        b = a + 1
+    elif mode == MODE_FULL:
+        a = (length - k) if left else 0
+        b = length if left else k
+    else:
+        a = 0
+        b = 0
+    if a < 0:
+        a = 0
+    return a, b
+
+
 @njit(cache=True)
 def make_plan(length, max_edits, mode):
     """Per-(L, E, mode) tables for the lanes of the vectorised D_k / I_k loop. Lane j < 2E is
@@ -204,17 +221,7 @@ def make_plan(length, max_edits, mode):
         shift[j] = min(k, 63)
         ins[j] = _ALL if left else _U(0)
         pad[j] = 0
-        if mode == MODE_PUBLISHED:
-            a = (32 * nmask - k) if left else (k - 1)
-            b = a + 1
-        elif mode == MODE_FULL:
-            a = (length - k) if left else 0
-            b = length if left else k
-        else:
-            a = 0
-            b = 0
-        if a < 0:
-            a = 0
+        a, b = _mask_params(k, length, nmask, mode, left)
         for u in range(nw):
             if b > a:
                 extra[u, j] = _slot_bits(u, a, b)
@@ -260,23 +267,6 @@ def _lanes_and(rh, rl, fh, fl, acc, nw, lastmask, shift, ins, extra, pad, prev):
     for j in range(nl):
         red &= prev[j] | extra[nw - 1, j] | pad[j]
     acc[nw - 1] &= red
-
-
-@njit(cache=True, inline="always")
-def _mask_params(k, length, nmask, mode, left):
-    """Slots [a, b) forced to 1 in D_k (left False) or I_k (left True) after the amendment."""
-    if mode == MODE_PUBLISHED:
-        a = (32 * nmask - k) if left else (k - 1)
-        b = a + 1
-    elif mode == MODE_FULL:
-        a = (length - k) if left else 0
-        b = length if left else k
-    else:
-        a = 0
-        b = 0
-    if a < 0:
-        a = 0
-    return a, b
 
 
 @njit(cache=True, inline="always")
