@@ -257,6 +257,19 @@ def test_rabema_report_parser():
     assert r["mapped_pct_mappable"] == pytest.approx(99.99)
 
 
+def test_rabema_missed_intervals_and_variants():
+    text = ("....MISSED\tsimulated.38941\t3\tK-12\tF\t4410\t4412\n"
+            "MISSED\tsimulated.7\t0\tchr 1\tR\t99\t101\n..done\n")
+    assert rabema.parse_missed(text) == [("simulated.38941", "3", "K-12", "F", "4410", "4412")]
+    label, env, args = rabema.parse_variant("full=PYMAP_X=1 --filter none --seeder-opt step=2")
+    assert (label, env, args) == ("full", {"PYMAP_X": "1"}, ["--filter", "none", "--seeder-opt", "step=2"])
+    with pytest.raises(ValueError, match="LABEL=ARGS"):
+        rabema.parse_variant("no label here")
+    assert rabema.max_errors(3, 150) == 4 and rabema.max_errors(5, 100) == 5
+    cmd, _ = rabema.mapper_command("pymap", 3, "r.fa", "q.fq", "o.sam", "2", read_len=150)
+    assert cmd[cmd.index("-e") + 1] == "4"
+
+
 def _random_ref(path, n=20000, seed=3):
     rng = random.Random(seed)
     seq = "".join(rng.choice("ACGT") for _ in range(n))
