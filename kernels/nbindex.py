@@ -782,8 +782,11 @@ def collect_hits(seq, care, span, ln, step, e_nb, max_occ, mode, blk, g, slots, 
 def cluster_hits(hits, nh, max_e, min_hits, max_cands, stamp, stamp0, cpos, csup, out):
     """Sort hits, merge diagonals within max_e (single linkage), keep per cluster the diagonal hit by
     the most patterns (ties: smallest), drop clusters with fewer than min_hits distinct patterns,
-    keep the max_cands best supported (ties: smallest pos). Writes positions ascending into out;
-    returns (count, next stamp value)."""
+    keep the max_cands best supported (ties: smallest pos). A cluster whose diagonals span more than
+    max_e (a read inside a tandem array: the same alignment at several shifts of the unit, chained
+    together) also yields its runner-up: the diagonal with the most hits among those more than max_e
+    from the first one, supported by its hit count, so that selection sees a second locus. Writes
+    positions ascending into out; returns (count, next stamp value)."""
     if nh == 0:
         return 0, stamp0
     h = np.sort(hits[:nh])
@@ -796,7 +799,8 @@ def cluster_hits(hits, nh, max_e, min_hits, max_cands, stamp, stamp0, cpos, csup
         sup = 0
         best_d = np.int64(0)
         best_c = -1
-        d_prev = (h[i] >> HIT_SHIFT) - HIT_BIAS
+        d_first = (h[i] >> HIT_SHIFT) - HIT_BIAS
+        d_prev = d_first
         j = i
         while j < nh:
             d = (h[j] >> HIT_SHIFT) - HIT_BIAS
@@ -821,6 +825,15 @@ def cluster_hits(hits, nh, max_e, min_hits, max_cands, stamp, stamp0, cpos, csup
             cpos[nc] = best_d
             csup[nc] = sup
             nc += 1
+            if d_prev - d_first > max_e:
+                run_d, run_c = _runner_up(h, i, j, best_d, max_e)
+                if run_c >= min_hits:
+                    cpos[nc] = run_d
+                    csup[nc] = run_c
+                    if run_d < best_d:      # keep cpos ascending (ties below: smallest pos)
+                        cpos[nc - 1], cpos[nc] = run_d, best_d
+                        csup[nc - 1], csup[nc] = run_c, sup
+                    nc += 1
         i = j
     if nc <= max_cands:
         for t in range(nc):
@@ -834,8 +847,60 @@ def cluster_hits(hits, nh, max_e, min_hits, max_cands, stamp, stamp0, cpos, csup
 
 
 @njit(cache=True, nogil=True)
-def _query_reads(r0, r1, codes, rc_codes, offsets, max_edits, care, span, ln, step, e_nb, max_occ, max_cands,
-                 min_hits, mode, blk, g, slots, pos, blk_d, dist, pos_nb, nvar, out_pos, out_cnt):
+def _runner_up(h, i, j, best_d, max_e):
+    """(diagonal, hit count) of the most hit diagonal of sorted hits h[i:j] lying more than max_e
+    from best_d (ties: smallest diagonal); count 0 when there is none."""
+    run_d = np.int64(0)
+    run_c = 0
+    k = i
+    while k < j:
+        d = (h[k] >> HIT_SHIFT) - HIT_BIAS
+        c = 0
+        while k < j and (h[k] >> HIT_SHIFT) - HIT_BIAS == d:
+            c += 1
+            k += 1
+        if abs(d - best_d) > max_e and c > run_c:
+            run_c = c
+            run_d = d
+    return run_d, run_c
+
+
+@njit(cache=True, nogil=True)
+def edits_to_break(length, width, step):
+    """The fewest edits that leave none of a read's patterns (width bases at offsets 0, step,
+    2 step, ... and length - width) error-free: greedy interval stabbing, optimal because the
+    intervals, all of one width, come sorted by their ends. A read with fewer edits than this keeps
+    an exact pattern whatever the edits are (an indel breaks no more patterns than a substitution)."""
+    if length < width:
+        return 0
+    last = length - width
+    count = 0
+    covered = -1
+    o = 0
+    while True:
+        off = min(o, last)
+        if off > covered:
+            covered = off + width - 1
+            count += 1
+        if o >= last:
+            break
+        o += step
+    return count
+
+
+@njit(cache=True, nogil=True)
+def lossless_step(length, width, step, max_edits):
+    """The largest step <= `step` at which max_edits edits cannot break every pattern; 1 when no
+    step can (the read is then searched at step 1, best effort)."""
+    for s in range(step, 0, -1):
+        if edits_to_break(length, width, s) > max_edits:
+            return s
+    return 1
+
+
+@njit(cache=True, nogil=True)
+def _query_reads(r0, r1, codes, rc_codes, offsets, max_edits, care, span, ln, step, lossless, e_nb, max_occ,
+                 max_cands, min_hits, mode, blk, g, slots, pos, blk_d, dist, pos_nb, nvar, out_pos, out_cnt):
     """query_batch for reads r0..r1-1 (one chunk, one thread; scratch buffers grow as needed)."""
     hits = np.empty(1024, np.int64)
     work = np.empty((256, 7), np.int64)
@@ -848,9 +913,10 @@ def _query_reads(r0, r1, codes, rc_codes, offsets, max_edits, care, span, ln, st
     for r in range(r0, r1):
         a = offsets[r]
         b = offsets[r + 1]
+        st_r = lossless_step(b - a, span + ln, step, max_edits[r]) if lossless else step
         for s in range(2):
             seq = codes[a:b] if s == 0 else rc_codes[a:b]
-            hits, nh, npat, work = collect_hits(seq, care, span, ln, step, e_nb, max_occ, mode, blk, g,
+            hits, nh, npat, work = collect_hits(seq, care, span, ln, st_r, e_nb, max_occ, mode, blk, g,
                                                 slots, pos, blk_d, dist, pos_nb, hits, work, var, combo)
             if npat > stamp.shape[0]:
                 stamp = np.zeros(2 * npat, np.int64)
@@ -865,17 +931,18 @@ def _query_reads(r0, r1, codes, rc_codes, offsets, max_edits, care, span, ln, st
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def query_batch(codes, rc_codes, offsets, max_edits, care, span, ln, step, e_nb, max_occ, max_cands,
+def query_batch(codes, rc_codes, offsets, max_edits, care, span, ln, step, lossless, e_nb, max_occ, max_cands,
                 min_hits, mode, blk, g, slots, pos, blk_d, dist, pos_nb, out_pos, out_cnt):
     """Candidates of every read and strand: out_pos[(2 r + s) * max_cands + k], k < out_cnt[2 r + s],
-    ascending. Parallel over chunks of 64 reads; results do not depend on the thread count."""
+    ascending. With lossless, each read is cut at lossless_step(its length, ..., max_edits[r]) instead
+    of step. Parallel over chunks of 64 reads; results do not depend on the thread count."""
     n = offsets.shape[0] - 1
     CH = 64
     nch = (n + CH - 1) // CH
     nvar = 1 if mode == MODE_LIST else n_variants_nb(ln, e_nb)
     for ci in prange(nch):
         _query_reads(ci * CH, min(n, ci * CH + CH), codes, rc_codes, offsets, max_edits, care, span, ln, step,
-                     e_nb, max_occ, max_cands, min_hits, mode, blk, g, slots, pos, blk_d, dist, pos_nb, nvar,
+                     lossless, e_nb, max_occ, max_cands, min_hits, mode, blk, g, slots, pos, blk_d, dist, pos_nb, nvar,
                      out_pos, out_cnt)
 
 

@@ -94,7 +94,11 @@ def make_pipeline(ref_path, options, index_path=None):
     options.validate()
     set_threads(options.threads)
     reference = load_reference(ref_path)
-    seeder = plugins.create("seeder", options.seeder, **options.seeder_opts)
+    seeder_opts = dict(options.seeder_opts)
+    if options.report_all:
+        cls = plugins.load_class("seeder", options.seeder)
+        seeder_opts = {**getattr(cls, "all_locations_defaults", {}), **seeder_opts}
+    seeder = plugins.create("seeder", options.seeder, **seeder_opts)
     filt = make_filter(options.filter, options.filter_opts)
     extender = plugins.create("extender", options.extender, **options.extender_opts)
     index = open_index(seeder, reference, ref_path, index_path)
@@ -144,13 +148,16 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
     st.seconds["total"] = time.perf_counter() - t0
     if summary:
         _log(summary_line(st, pipe.filter))
+        for note in pipe.seeder.run_notes():
+            _log(f"note: {note}")
     return st
 
 
 def summary_line(st, filt=None):
     unm = ", ".join(f"{k} {v}" for k, v in st.unmapped.items() if v)
     parts = [f"{st.reads} reads", f"{st.mapped} mapped", f"{st.reads - st.mapped} unmapped" + (f" ({unm})" if unm else ""),
-             f"{st.secondary} secondary", f"{st.candidates} candidates"]
+             f"{st.secondary} secondary", f"{st.candidates} candidates", f"{st.accepted} passed the filter",
+             f"{st.aligned} aligned within e"]
     if filt is not None and hasattr(filt, "accepted"):
         parts.append("filter accepts " + ", ".join(f"{n} {a}" for n, a in zip(filt.names, filt.accepted)))
     parts.append(f"{st.seconds.get('total', 0):.2f} s")

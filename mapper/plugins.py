@@ -16,8 +16,15 @@ class PluginError(ValueError):
 
 
 class Seeder:
-    """Finds candidate locations of reads. Owns its index (build, save, load)."""
+    """Finds candidate locations of reads. Owns its index (build, save, load).
+
+    all_locations_defaults: options used under `--all` (every location within e wanted) unless the
+    user sets them; run_notes(): lines for the end-of-run summary (e.g. limits that were hit)."""
     name = None
+    all_locations_defaults = {}
+
+    def run_notes(self):
+        return []
 
     def index_path(self, ref_path):
         """Where the index for this reference is kept."""
@@ -46,8 +53,14 @@ class Filter:
     bases and an int threshold E, and returns (accept: bool[n], estimate: int32[n]) where the
     estimate is the filter's edit estimate when accepted, -1 when rejected and -2 for an
     undefined pair (a non-ACGT character; accepted without filtering).
+
+    mapper_slack: how many edits beyond e the mapper allows this filter, because a read aligned
+    semi-globally within e can be further than e from the equal-length segment (one edit per indel
+    at most). None: e, safe for any filter that never rejects a pair within its threshold by the
+    global edit distance; a filter that measured safe with less says so (AlignOptions.filter_slack).
     """
     name = None
+    mapper_slack = None
 
     def filter_pairs(self, reads, refs, max_edits):
         raise NotImplementedError

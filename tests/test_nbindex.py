@@ -96,7 +96,25 @@ def brute_triples(ref, care, span, ln):
     return out
 
 
-def reference_candidates(ref, care, span, ln, reads, max_edits, step, e_nb, max_occ, max_cands, min_hits):
+def pattern_offsets(L, W, step):
+    last = L - W
+    offs = list(range(0, last + 1, step))
+    if last % step:
+        offs.append(last)
+    return offs
+
+
+def brute_edits_to_break(L, W, step):
+    """Fewest positions hitting every pattern window, by exhaustive search (tiny L only)."""
+    wins = [set(range(o, o + W)) for o in pattern_offsets(L, W, step)]
+    for k in range(L + 1):
+        for pts in itertools.combinations(range(L), k):
+            if all(w & set(pts) for w in wins):
+                return k
+
+
+def reference_candidates(ref, care, span, ln, reads, max_edits, step, e_nb, max_occ, max_cands, min_hits,
+                         lossless=False):
     """The seeding specification in plain Python (slow; small inputs)."""
     table = {}
     for key, nb, p in brute_triples(ref, care, span, ln):
@@ -104,13 +122,17 @@ def reference_candidates(ref, care, span, ln, reads, max_edits, step, e_nb, max_
     W = span + ln
     out = []
     for r, read in enumerate(reads):
+        st = step
+        if lossless:
+            st = next((x for x in range(step, 0, -1)
+                       if len(read) >= W and K.edits_to_break(len(read), W, x) > max_edits[r]), 1)
         for s, seq in enumerate((read, revcomp(read))):
             L = len(seq)
             if L < W:
                 continue
             last = L - W
-            offs = list(range(0, last + 1, step))
-            if last % step:
+            offs = list(range(0, last + 1, st))
+            if last % st:
                 offs.append(last)
             hits = []
             for i, o in enumerate(offs):
@@ -149,6 +171,11 @@ def reference_candidates(ref, care, span, ln, reads, max_edits, step, e_nb, max_
                 best = min(counts, key=lambda d: (-counts[d], d))
                 if support >= min_hits:
                     kept.append((support, best))
+                    far = {d: c for d, c in counts.items() if abs(d - best) > max_edits[r]}
+                    if cl[-1][0] - cl[0][0] > max_edits[r] and far:     # a tandem array: its runner-up
+                        second = min(far, key=lambda d: (-far[d], d))
+                        if far[second] >= min_hits:
+                            kept.append((far[second], second))
             kept.sort(key=lambda x: (-x[0], x[1]))
             for _, d in sorted(kept[:max_cands], key=lambda x: x[1]):
                 out.append((r, s, d))
@@ -374,6 +401,89 @@ def test_deterministic_across_thread_counts(genome):
     assert as_tuples(c1) == as_tuples(c2)
 
 
+@pytest.mark.parametrize("L, W", [(12, 4), (13, 5), (15, 4), (16, 6), (11, 3)])
+def test_edits_to_break_is_the_minimum(L, W):
+    for step in range(1, 6):
+        assert K.edits_to_break(L, W, step) == brute_edits_to_break(L, W, step), step
+
+
+def test_lossless_step_keeps_an_exact_pattern():
+    """Whatever e substitutions a read gets, a lossless step leaves one pattern untouched."""
+    rng = np.random.default_rng(21)
+    for L, W, e in ((100, 16, 5), (150, 16, 8), (100, 18, 4), (60, 13, 3), (250, 16, 14)):
+        s = K.lossless_step(L, W, 6, e)
+        assert K.edits_to_break(L, W, s) > e
+        assert s == 6 or K.edits_to_break(L, W, s + 1) <= e
+        offs = pattern_offsets(L, W, s)
+        for _ in range(300):
+            pts = set(rng.choice(L, e, replace=False).tolist())
+            assert any(not pts & set(range(o, o + W)) for o in offs)
+    assert K.lossless_step(100, 18, 6, 5) == 1         # impossible: 5 disjoint 18-mers fit in 100 bp
+    assert K.edits_to_break(10, 16, 1) == 0
+
+
+def test_lossless_candidates_match_specification(genome, genome_index):
+    seeder, index = genome_index
+    rng = np.random.default_rng(31)
+    reads = [mutate(rng, genome.codes[p:p + 80], 4, 1) for p in rng.integers(0, 80_000, 40)]
+    me = rng.integers(0, 7, len(reads)).astype(np.int32)
+    s = NeighborhoodSeeder(seed_len=7, nb_len=6, step=6, lossless=True, max_cands=50)
+    got = s.candidates(index, make_batch(reads), me)
+    want = reference_candidates(genome, np.arange(7), 7, 6, reads, me, 6, 0, s.max_occ, 50, 1, lossless=True)
+    assert as_tuples(got) == want
+    # 13-bp patterns guarantee 5 edits in 78-90 bp, not 6: the run notes the reads beyond that
+    assert s.guaranteed_edits(index, 80) == 5 and s.guaranteed_edits(index, 78) == 5
+    assert sum(s.beyond_guarantee.values()) == int((me == 6).sum()) > 0
+    assert all(e == 6 for _, e in s.beyond_guarantee)
+    assert "nb_len" in s.run_notes()[0]
+
+
+def test_lossless_finds_every_read_within_e(genome, genome_index):
+    """Spread substitutions defeat step 6 but not the lossless step."""
+    seeder, index = genome_index
+    rng = np.random.default_rng(8)
+    starts = rng.integers(0, 50_000, 200)
+    reads = []
+    for p in starts:
+        read = genome.codes[p:p + 64].copy()
+        for q in (12, 30, 48, 63):                 # hits every 13-mer at 0, 6, ..., 48 and 51
+            read[q] = (read[q] + 1) % 4
+        reads.append(read)
+    me = np.full(len(reads), 4, np.int32)
+    plain = NeighborhoodSeeder(seed_len=7, nb_len=6, step=6).candidates(index, make_batch(reads), me)
+    full = NeighborhoodSeeder(seed_len=7, nb_len=6, step=6, lossless=True).candidates(index, make_batch(reads), me)
+
+    def found(c):
+        ok = (c.strand == 0) & (np.abs(c.pos - starts[c.read]) <= 4)
+        return np.unique(c.read[ok]).size
+
+    assert found(full) == len(reads)
+    assert found(plain) < len(reads)
+
+
+def test_tandem_array_reads_get_a_second_candidate():
+    """A read inside a microsatellite longer than itself aligns at many shifts: the seeder reports
+    two loci, so that selection gives MAPQ 0 instead of calling it unique."""
+    rng = np.random.default_rng(2)
+    unit = np.array([2, 0, 1, 3, 0, 0], np.uint8)
+    seq = np.concatenate([rng.integers(0, 4, 5000), np.tile(unit, 60), rng.integers(0, 4, 5000)]).astype(np.uint8)
+    ref = make_reference([seq])
+    seeder = NeighborhoodSeeder(seed_len=5, nb_len=6, step=4)
+    index = seeder.build_index(ref)
+    read = seq[5060:5160].copy()
+    # e >= the unit: every shift is merged into one cluster, which also yields its runner-up
+    c = seeder.candidates(index, make_batch([read]), np.array([8], np.int32))
+    fwd = c.pos[c.strand == 0]
+    assert fwd.size == 2 and abs(int(fwd[1] - fwd[0])) > 8
+    assert all(5000 - 100 <= p <= 5360 for p in fwd)
+    # e below the unit: the shifts are separate clusters already
+    c = seeder.candidates(index, make_batch([read]), np.array([3], np.int32))
+    assert (c.strand == 0).sum() > 2
+    unique_read = seq[1000:1100].copy()
+    c = seeder.candidates(index, make_batch([unique_read]), np.array([8], np.int32))
+    assert c.pos[c.strand == 0].tolist() == [1000]
+
+
 # ------------------------------------------------------------------------------------ index file
 
 def test_index_round_trip(tmp_path, genome, genome_index):
@@ -459,7 +569,7 @@ def test_damaged_files(tmp_path, genome, genome_index):
     ({"seed_len": 0}, "seed_len"), ({"nb_len": 17}, "nb_len"), ({"pattern": "##x#"}, "pattern"),
     ({"pattern": "---"}, "pattern"), ({"step": 0}, "step"), ({"e_nb": -1}, "e_nb"), ({"e_nb": 4}, "e_nb"),
     ({"max_occ": 0}, "max_occ"), ({"max_cands": 0}, "max_cands"), ({"min_hits": 0}, "min_hits"),
-    ({"lookup": "hash"}, "lookup"), ({"step": 2.5}, "step"),
+    ({"lookup": "hash"}, "lookup"), ({"step": 2.5}, "step"), ({"lossless": "yes"}, "lossless"),
 ])
 def test_options_validated(opts, name):
     with pytest.raises(ValueError, match=name):

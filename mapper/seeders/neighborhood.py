@@ -31,12 +31,12 @@ HASH_EXTRA = 1
 # Query defaults, chosen by measurement on E. coli with Mason 100 bp reads (docs/seeding.md).
 DEFAULT_STEP = 6
 DEFAULT_E_NB = 0
-DEFAULT_MAX_OCC = 200
-DEFAULT_MAX_CANDS = 16
+DEFAULT_MAX_OCC = 1000
+DEFAULT_MAX_CANDS = 64
 DEFAULT_MIN_HITS = 1
 DEFAULT_LOOKUP = "phf"
-#: pattern length s+b = ceil(log4(genome length)) + PATTERN_MARGIN (18 for E. coli)
-PATTERN_MARGIN = 6
+#: pattern length s+b = ceil(log4(genome length)) + PATTERN_MARGIN (16 for E. coli)
+PATTERN_MARGIN = 4
 #: seed length = floor(log4(genome length)) - SEED_MARGIN (9 for E. coli: ~18 positions per block)
 SEED_MARGIN = 2
 MAX_CARE = 13           # 4**13 blocks = 64 Mi rows of the block table
@@ -47,7 +47,7 @@ def default_build_params(genome_len):
     ceil(log4(genome_len)) + PATTERN_MARGIN (few random hits), the seed takes
     floor(log4(genome_len)) - SEED_MARGIN bases (blocks of ~16 positions: a small block table and
     little per-block vertex overhead) and the neighborhood the rest (4..16).
-    E. coli (4.6 Mbp): (9, 9); lambda (48.5 kbp): (5, 9); human (3.1 Gbp): (13, 9)."""
+    E. coli (4.6 Mbp): (9, 7); lambda (48.5 kbp): (5, 7); human (3.1 Gbp): (13, 7)."""
     lg = math.log(max(genome_len, 16), 4)
     total = math.ceil(lg) + PATTERN_MARGIN
     ls = int(min(MAX_CARE, max(4, math.floor(lg) - SEED_MARGIN)))
@@ -149,10 +149,12 @@ class NeighborhoodIndex:
 class NeighborhoodSeeder(Seeder):
     """Neighborhood index with BDZ perfect hashing (MAROSE): seed blocks of right neighborhoods."""
     name = "neighborhood"
+    #: `--all`: every location within e, so no step that e edits can defeat and roomy caps
+    all_locations_defaults = {"lossless": True, "max_cands": 1000, "max_occ": 20000}
 
     def __init__(self, seed_len=None, nb_len=None, pattern=None, step=DEFAULT_STEP, e_nb=DEFAULT_E_NB,
                  max_occ=DEFAULT_MAX_OCC, max_cands=DEFAULT_MAX_CANDS, min_hits=DEFAULT_MIN_HITS,
-                 lookup=DEFAULT_LOOKUP):
+                 lookup=DEFAULT_LOOKUP, lossless=False):
         self.seed_len = None if seed_len is None else _int_option("seed_len", seed_len, 1, MAX_CARE)
         self.nb_len = None if nb_len is None else _int_option("nb_len", nb_len, 1, 16)
         if pattern is not None:
@@ -172,6 +174,10 @@ class NeighborhoodSeeder(Seeder):
         if lookup not in K.MODES:
             raise ValueError(f"lookup must be one of {', '.join(K.MODES)}, got {lookup!r}")
         self.lookup = lookup
+        if not isinstance(lossless, bool):
+            raise ValueError(f"lossless must be true or false, got {lossless!r}")
+        self.lossless = lossless
+        self.beyond_guarantee = {}     # (read length, e) -> reads, for lossless runs
 
     # ---------------------------------------------------------------- parameters
     def build_params(self, genome_len):
@@ -264,6 +270,8 @@ class NeighborhoodSeeder(Seeder):
             raise ValueError(f"e_nb ({self.e_nb}) must not exceed the index's nb_len ({index.ln})")
         if n and int(np.max(np.diff(batch.offsets))) >= K.HIT_BIAS:
             raise ValueError(f"reads must be shorter than {K.HIT_BIAS} bases for the neighborhood seeder")
+        if self.lossless:
+            self._count_beyond_guarantee(index, np.diff(batch.offsets), max_edits)
         blk_d, dist, pos_nb = index.layout(self.lookup)
         a = index.arrays
         offsets = np.ascontiguousarray(batch.offsets, dtype=np.int64)
@@ -280,9 +288,32 @@ class NeighborhoodSeeder(Seeder):
             out_pos = np.empty(2 * m * mc, np.int64)
             out_cnt = np.zeros(2 * m, np.int64)
             K.query_batch(codes[sl], rc[sl], offs, max_edits[r0:r1], index.care, index.span, index.ln,
-                          self.step, self.e_nb, self.max_occ, mc, self.min_hits, K.MODES[self.lookup],
+                          self.step, self.lossless, self.e_nb, self.max_occ, mc, self.min_hits, K.MODES[self.lookup],
                           a["blk"], a["g"], a["slots"], a["pos"], blk_d, dist, pos_nb, out_pos, out_cnt)
             parts.append(K.compact(out_pos, out_cnt, mc, r0))
         if len(parts) == 1:
             return Candidates(*parts[0])
         return Candidates(*(np.concatenate([p[i] for p in parts]) for i in range(3)))
+
+    def guaranteed_edits(self, index, length):
+        """The most edits a read of `length` bases may have and still keep an exact pattern at
+        step 1 (the lossless limit of this index's pattern length, before caps)."""
+        return int(K.edits_to_break(int(length), index.span + index.ln, 1)) - 1
+
+    def _count_beyond_guarantee(self, index, lengths, max_edits):
+        keys = lengths.astype(np.int64) * 65536 + max_edits
+        uniq, counts = np.unique(keys, return_counts=True)
+        for key, count in zip(uniq.tolist(), counts.tolist()):
+            length, e = divmod(key, 65536)
+            if e > self.guaranteed_edits(index, length):
+                k = (length, e)
+                self.beyond_guarantee[k] = self.beyond_guarantee.get(k, 0) + count
+
+    def run_notes(self):
+        if not self.beyond_guarantee:
+            return []
+        n = sum(self.beyond_guarantee.values())
+        (length, e), _ = max(self.beyond_guarantee.items(), key=lambda kv: kv[1])
+        return [f"{n} read(s) have more edits allowed than this index's patterns can guarantee to find "
+                f"(e.g. e={e} in {length} bp); they were searched at step 1 but some locations may be "
+                f"missed: build the index with a smaller --seeder-opt nb_len for complete results"]
