@@ -15,6 +15,12 @@ class FilterChain(Filter):
         self.accepted = [0] * len(self.stages)
         self.seen = 0
 
+    @property
+    def mapper_slack(self):
+        """The largest slack any stage needs (None, i.e. e, when one needs e)."""
+        slacks = [s.mapper_slack for s in self.stages]
+        return None if None in slacks else max(slacks)
+
     def _run(self, call, n):
         accept = np.ones(n, dtype=np.bool_)
         estimate = np.zeros(n, dtype=np.int32)

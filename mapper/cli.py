@@ -36,6 +36,9 @@ def _add_stage_args(p):
     p.add_argument("--extender-opt", action="append", metavar="KEY=VALUE", default=[])
     p.add_argument("--device", choices=["auto", "cpu", "gpu"],
                    help="shortcut for --filter-opt device=... (GPU filters)")
+    p.add_argument("--filter-slack", type=int, metavar="K",
+                   help="run the filter at e + K, allowing for the indels of a semi-global alignment "
+                        "(default: the filter's own, 1 for gatekeeper*/shouji, else e; e with --all)")
     p.add_argument("-e", "--max-edits", type=_edits, default=DEFAULT_MAX_EDITS,
                    help="edit distance threshold e: a count (>= 1) or a fraction of the read length "
                         "(< 1) (default: %(default)s)")
@@ -104,7 +107,7 @@ def _options(args, **extra):
                         seeder_opts=plugins.parse_options(args.seeder_opt), filter=args.filter,
                         filter_opts=_filter_opts(args), extender=args.extender,
                         extender_opts=plugins.parse_options(args.extender_opt),
-                        batch_size=args.batch_size, **extra)
+                        filter_slack=args.filter_slack, batch_size=args.batch_size, **extra)
 
 
 def _open_out(path):

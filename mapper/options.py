@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 
 from mapper.errors import UsageError
 
-DEFAULT_MAX_EDITS = 0.06
+DEFAULT_MAX_EDITS = 0.10
 
 
 @dataclass
@@ -12,7 +12,12 @@ class AlignOptions:
     """Every knob of `pymap align`.
 
     max_edits: e per read; a value >= 1 is an absolute count, a value in [0, 1) a fraction of the
-    read length (rounded to nearest). Default 0.06 (6 edits for 100 bp, 9 for 150 bp).
+    read length (rounded to nearest). Default 0.10 (10 edits for 100 bp, 15 for 150 bp).
+    filter_slack: the filter compares a read with the equal-length reference segment on the
+    candidate's diagonal, which can cost up to one edit more per indel than the semi-global
+    alignment the extender finds (at most 2e in all); the filter therefore runs at e + filter_slack.
+    None (default): the filter's own `mapper_slack` (1 for the GateKeeper family and Shouji, e for
+    others), and e under report_all, where no location within e may be lost.
     max_hits: alignments reported per read (primary plus up to max_hits-1 secondaries).
     report_all: report every location within e as secondary alignments (RazerS/mrFAST style).
     seed: tie-breaking among equally good hits is a hash of (seed, read number): deterministic.
@@ -23,6 +28,7 @@ class AlignOptions:
     seeder_opts: dict = field(default_factory=dict)
     filter: str = "gatekeeper-gpu"
     filter_opts: dict = field(default_factory=dict)
+    filter_slack: int = None
     extender: str = "banded"
     extender_opts: dict = field(default_factory=dict)
     max_hits: int = 1
@@ -42,6 +48,9 @@ class AlignOptions:
             raise UsageError(f"-e/--max-edits above 1 must be a whole number of edits, got {self.max_edits}")
         if self.max_edits > 64:
             raise UsageError(f"-e/--max-edits must be at most 64, got {self.max_edits}")
+        if self.filter_slack is not None and (isinstance(self.filter_slack, bool)
+                                              or not isinstance(self.filter_slack, int) or self.filter_slack < 0):
+            raise UsageError(f"--filter-slack must be a whole number >= 0, got {self.filter_slack}")
         if self.threads < 0:
             raise UsageError(f"-t/--threads must be >= 1 (0 = all cores), got {self.threads}")
         if self.max_hits < 1:

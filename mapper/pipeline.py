@@ -17,7 +17,7 @@ class RunStats:
     mapped: int = 0
     unmapped: dict = field(default_factory=lambda: {r: 0 for r in REASONS[1:]})
     candidates: int = 0
-    filter_accepted: list = field(default_factory=list)
+    accepted: int = 0          # candidates the filter passed
     aligned: int = 0
     secondary: int = 0
     seconds: dict = field(default_factory=dict)
@@ -96,9 +96,15 @@ class Pipeline:
         t = self._timed("seed", t)
 
         args = (batch.codes, batch.rc_codes, batch.offsets, self.ref.codes)
+        slack = opt.filter_slack
+        if slack is None:
+            slack = self.filter.mapper_slack
+            if slack is None or opt.report_all:
+                slack = c_maxe
         accept, _ = self.filter.filter_candidates(*args, cands.read, cands.strand, cands.pos,
-                                                  c_lo, c_hi, c_maxe)
+                                                  c_lo, c_hi, (c_maxe + slack).astype(np.int32))
         acc = np.flatnonzero(accept)
+        st.accepted += acc.size
         cands, c_lo, c_hi, c_maxe = cands.take(acc), c_lo[acc], c_hi[acc], c_maxe[acc]
         t = self._timed("filter", t)
 

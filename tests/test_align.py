@@ -166,3 +166,52 @@ def test_cli_align_example(tmp_path):
     assert len(primaries) == 2000
     assert sum(not r.is_unmapped for r in primaries) >= 1990
     assert "2000 reads" in res.stderr
+
+
+def _one_read_ref(tmp_path, rng, read_fn):
+    seq = "".join(rng.choice(list("ACGT"), 6000))
+    (tmp_path / "r.fa").write_text(">c\n" + seq + "\n")
+    read = read_fn(seq)
+    (tmp_path / "q.fq").write_text(f"@q\n{read}\n+\n{'I' * len(read)}\n")
+    return seq, read
+
+
+def test_filter_slack_keeps_reads_with_indels_near_e(tmp_path):
+    """A read 3 edits from the reference (a 2-base deletion near its end and a substitution) is
+    5 edits from the equal-length segment: an exact filter at e = 3 would reject it."""
+    rng = np.random.default_rng(12)
+    seq, read = _one_read_ref(tmp_path, rng, lambda s: s[2000:2010] + ("A" if s[2010] != "A" else "C")
+                              + s[2011:2090] + s[2092:2102])
+    assert edlib.align(read, seq[1990:2110], mode="HW")["editDistance"] == 3
+    assert edlib.align(read, seq[2000:2000 + len(read)], mode="NW")["editDistance"] > 3
+    out = tmp_path / "o.sam"
+    st = _run(tmp_path / "r.fa", tmp_path / "q.fq", out, max_edits=3, filter="edlib")
+    rec = next(iter(pysam.AlignmentFile(str(out))))
+    assert st.mapped == 1 and rec.reference_start == 2000 and rec.get_tag("NM") == 3
+    st = _run(tmp_path / "r.fa", tmp_path / "q.fq", out, max_edits=3, filter="edlib", filter_slack=0)
+    rec = next(iter(pysam.AlignmentFile(str(out))))
+    assert st.mapped == 0 and rec.get_tag("YU") == "over_max_edits"
+
+
+def test_all_mode_seeds_losslessly(tmp_path):
+    """--all turns on the seeder's lossless step and roomy caps unless the user set them."""
+    from mapper.seeders.neighborhood import NeighborhoodSeeder
+    (tmp_path / "r.fa").write_text(">c\n" + "ACGT" * 500 + "\n")
+    pipe = api.make_pipeline(str(tmp_path / "r.fa"), AlignOptions(report_all=True, seeder_opts={"max_cands": 7}))
+    assert pipe.seeder.lossless and pipe.seeder.max_cands == 7
+    assert pipe.seeder.max_occ == NeighborhoodSeeder.all_locations_defaults["max_occ"]
+    pipe = api.make_pipeline(str(tmp_path / "r.fa"), AlignOptions())
+    assert not pipe.seeder.lossless
+
+
+def test_read_inside_a_tandem_array_is_not_unique(tmp_path):
+    """A read inside a microsatellite longer than itself fits at every shift of the unit: MAPQ 0."""
+    rng = np.random.default_rng(3)
+    seq, read = _one_read_ref(tmp_path, rng, lambda s: "GACTAA" * 30)
+    seq = seq[:3000] + "GACTAA" * 50 + seq[3000:]
+    (tmp_path / "r.fa").write_text(">c\n" + seq + "\n")
+    out = tmp_path / "o.sam"
+    _run(tmp_path / "r.fa", tmp_path / "q.fq", out, max_edits=10)
+    rec = next(iter(pysam.AlignmentFile(str(out))))
+    assert not rec.is_unmapped and rec.get_tag("NM") == 0
+    assert 3000 <= rec.reference_start <= 3120 and rec.mapping_quality == 0
