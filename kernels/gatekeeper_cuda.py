@@ -17,6 +17,7 @@ Host side: batches sized from free device memory, two pinned staging buffers and
 so that encoding/copying the next batch overlaps the kernel of the current one, and the pairs split
 evenly over every visible GPU (one host thread per GPU). Works under NUMBA_ENABLE_CUDASIM=1.
 """
+import ctypes
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -61,13 +62,17 @@ _HOST_LOCK = threading.Lock()      # Numba's default threading layer runs one pa
 THREADS_PER_BLOCK = 128
 
 
-def kernels(length, max_edits, mode):
-    """The kernels specialised for (L, E, mode): an object with `words`, `ascii` and `candidates`."""
+def kernels(length, max_edits, mode, device=0):
+    """The kernels specialised for (L, E, mode): an object with `words`, `ascii` and `candidates`.
+
+    Each GPU gets kernels of its own: Numba loads one compiled library into every GPU of the same
+    compute capability and, at exit, unloads it once per GPU, a double free that crashed the
+    interpreter after two-GPU runs (numba-cuda 0.30)."""
     key = (int(length), int(max_edits), int(mode))
     with _KLOCK:
-        k = _KERNELS.get(key)
+        k = _KERNELS.get(key + (int(device),))
         if k is None:
-            k = _KERNELS[key] = _build(*key)
+            k = _KERNELS[key + (int(device),)] = _build(*key)
     return k
 
 
@@ -369,12 +374,35 @@ def pinned_pairs(n, length):
     from them, without the staging copy that pageable NumPy arrays need."""
     out = []
     for _ in range(2):
-        a = cuda.pinned_array((max(int(n), 1), int(length)), dtype=np.uint8)[:n]
-        ptr = a.__array_interface__["data"][0]
-        _PINNED[ptr] = a.base.nbytes if a.base is not None else a.nbytes
-        weakref.finalize(a.base if a.base is not None else a, _PINNED.pop, ptr, None)
+        flat = _pagelocked(max(int(n), 1) * int(length))
+        a = flat.reshape(max(int(n), 1), int(length))[:n]
+        ptr = flat.__array_interface__["data"][0]
+        _PINNED[ptr] = flat.nbytes
+        weakref.finalize(flat.base if flat.base is not None else flat, _PINNED.pop, ptr, None)
         out.append(a)
     return tuple(out)
+
+
+def _pagelocked(nbytes):
+    """uint8[nbytes] of page-locked host memory, portable (every GPU's copy engines read it
+    directly), freed when the last view of it goes. At interpreter exit it is left to the driver:
+    freed by Numba's own finalizers while several GPU contexts were being torn down, such memory
+    was freed twice and a finished two-GPU run ended in a segmentation fault."""
+    if numba_config.ENABLE_CUDASIM:
+        return np.empty(nbytes, np.uint8)
+    from numba.cuda.cudadrv.driver import binding, driver
+    device = cuda.get_current_device().id
+    with cuda.gpus[device]:
+        ptr = int(driver.cuMemHostAlloc(nbytes, binding.CU_MEMHOSTALLOC_PORTABLE))
+    raw = (ctypes.c_uint8 * nbytes).from_address(ptr)
+    weakref.finalize(raw, _free_pagelocked, device, ptr).atexit = False
+    return np.frombuffer(raw, np.uint8)
+
+
+def _free_pagelocked(device, ptr):
+    from numba.cuda.cudadrv.driver import driver
+    with cuda.gpus[device]:
+        driver.cuMemFreeHost(ptr)
 
 
 def _in_pinned(a):
@@ -401,7 +429,7 @@ class _Slot:
         """(pinned host, device) 1-D buffers of at least `size` elements, reused across batches."""
         if self.cap.get(name, (-1, None))[0] < size or self.cap[name][1] != np.dtype(dtype):
             size = max(int(size), 1)
-            self.pin[name] = cuda.pinned_array(size, dtype=dtype)
+            self.pin[name] = _pagelocked(size * np.dtype(dtype).itemsize).view(dtype)
             self.dev[name] = cuda.device_array(size, dtype=dtype)
             self.cap[name] = (size, np.dtype(dtype))
         return self.pin[name], self.dev[name]
@@ -488,8 +516,8 @@ class GateKeeperCUDA:
         for dev in self.devices:
             dev.kernel_ms = 0.0
         if n:
-            k = kernels(length, max_edits, self.mode)
-            self._on_devices(n, lambda dev, lo, hi: self._pairs_on(dev, k, reads, refs, est, lo, hi))
+            self._on_devices(n, lambda dev, lo, hi: self._pairs_on(
+                dev, kernels(length, max_edits, self.mode, dev.index), reads, refs, est, lo, hi))
         self.kernel_ms = max(d.kernel_ms for d in self.devices)
         return est
 
@@ -614,7 +642,7 @@ class GateKeeperCUDA:
                     length, e = int(key // 65536), int(key % 65536)
                     if length == 0:
                         continue
-                    kern = kernels(length, e, self.mode)
+                    kern = kernels(length, e, self.mode, dev.index)
                     d_idx = cuda.to_device(idx, stream=stream)
                     g, t = _grid(m)
                     s.ev0.record(stream)
