@@ -296,8 +296,8 @@ def markdown(report):
            f"threads: {report['threads']}; repeats: {report['repeats']} (median shown); tolerance "
            f"{report['tolerance']} bp; host: {report['host']}.", ""]
     out += ["| mapper | wall s (min-max) | reads/s | CPU s | reads/CPU-s | peak RSS MiB | index s | index RSS MiB | mapped % | "
-            "sensitivity % | precision % | wrong MAPQ>=20 | wrong rate MAPQ>=20 | mapped MAPQ>=20 % | violations | "
-            "other load cores |", "| --- |" + " ---: |" * 15]
+            "sensitivity % | optimal % | precision % | wrong MAPQ>=20 | wrong rate MAPQ>=20 | mapped MAPQ>=20 % | "
+            "violations | other load cores |", "| --- |" + " ---: |" * 16]
     for m in report["mappers"]:
         e = report["results"][m]
         t = e["timing"]
@@ -305,14 +305,15 @@ def markdown(report):
         ix_s = _f(ix.get("wall_s")) if ix else "n/a"
         ix_rss = _f((ix.get("max_rss_kb") or 0) / 1024, "{:.0f}") if ix else "n/a"
         if not t.get("ok"):
-            out.append(f"| {m} | FAILED (exit {t.get('returncode')}, log {t.get('log')}) |" + " |" * 14)
+            out.append(f"| {m} | FAILED (exit {t.get('returncode')}, log {t.get('log')}) |" + " |" * 15)
             continue
         s = e["score"]
         q20 = score.row_at(s, 20)
         rpc = report["dataset"]["reads"] / t["cpu_s"] if t.get("cpu_s") else None
         out.append(f"| {m} | {t['wall_s']:.2f} ({t['wall_min']:.1f}-{t['wall_max']:.1f}) | {e['reads_per_s']:.0f} | {_f(t['cpu_s'])} | {_f(rpc, '{:.0f}')} | "
                    f"{_f(t['peak_rss_mib'], '{:.0f}')} | {ix_s} | {ix_rss} | {100 * s['mapped_frac']:.2f} | "
-                   f"{100 * s['sensitivity']:.2f} | {100 * s['precision']:.3f} | {q20['wrong']} | "
+                   f"{100 * s['sensitivity']:.2f} | {100 * s.get('optimal', 0):.3f} | {100 * s['precision']:.3f} | "
+                   f"{q20['wrong']} | "
                    f"{score._rate(q20['wrong_rate'])} | {100 * q20['mapped_frac']:.2f} | {score._violations_text(s)} | "
                    f"{_f(t.get('others_cores'), '{:.2f}')} |")
     if report.get("ratios"):

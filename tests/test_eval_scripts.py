@@ -103,6 +103,21 @@ def test_counts(files):
     assert r["precision"] == pytest.approx(5 / 8)
 
 
+def test_ties_are_wrong_reads_placed_as_well_as_the_truth(files):
+    """r5 (true NM 0) sits on another contig with NM 0, unclipped: a tie; r3 has no NM tag; with
+    NM 1 or a clip r5 would be a plain error."""
+    truth_path, sam, tmp = files
+    text = open(sam).read().replace("r5\t0\tchr2\t5000\t0\t100M\t*\t0\t0\t" + SEQ + "\t" + QUAL,
+                                    "r5\t0\tchr2\t5000\t0\t100M\t*\t0\t0\t" + SEQ + "\t" + QUAL + "\tNM:i:0")
+    assert "NM:i:0" in text
+    for tag, ties in (("NM:i:0", 1), ("NM:i:1", 0)):
+        p = tmp / f"t{ties}.sam"
+        p.write_text(text.replace("NM:i:0", tag))
+        r = score.score_sam(score.load_truth(truth_path), str(p))
+        assert r["ties"] == ties and r["optimal"] == pytest.approx((5 + ties) / 10)
+    assert "| ties |" in score.summary_table([r])
+
+
 def test_mapq_table(files):
     truth_path, sam, _ = files
     r = score.score_sam(score.load_truth(truth_path), sam)
@@ -165,7 +180,7 @@ def test_reports(files):
     rc = score.main(["--truth", truth_path, f"mine={sam}", "--md", str(md), "--json", str(js), "--plot", str(png)])
     assert rc == 0
     text = md.read_text()
-    assert "| mine | 10 | 8 | 5 | 3 | 1 | 50.00 | 62.500 | 2 |" in text
+    assert "| mine | 10 | 8 | 5 | 3 | 0 | 1 | 50.00 | 50.000 | 62.500 | 2 |" in text
     assert "1 missing, 1 dup, 1 unknown" in text
     data = json.loads(js.read_text())
     assert data[0]["correct"] == 5
