@@ -55,6 +55,8 @@ def test_version_and_help():
     (["--filter-opt", "bogus"], ["key=value"]),
     (["-R", "ID:x"], ["read group"]),
     (["--batch-size", "0"], ["batch-size"]),
+    (["--filter-slack", "-1"], ["filter-slack", ">= 0"]),
+    (["--seeder-opt", "lossless=maybe"], ["lossless"]),
 ])
 def test_bad_options(ref, args, words):
     assert_error(pymap("align", ref, EX_READS, *args), 2, *words)
