@@ -68,11 +68,11 @@ def kernels(length, max_edits, mode, device=0):
     Each GPU gets kernels of its own: Numba loads one compiled library into every GPU of the same
     compute capability and, at exit, unloads it once per GPU, a double free that crashed the
     interpreter after two-GPU runs (numba-cuda 0.30)."""
-    key = (int(length), int(max_edits), int(mode))
+    key = (int(length), int(max_edits), int(mode), int(device))
     with _KLOCK:
-        k = _KERNELS.get(key + (int(device),))
+        k = _KERNELS.get(key)
         if k is None:
-            k = _KERNELS[key + (int(device),)] = _build(*key)
+            k = _KERNELS[key] = _build(*key[:3])
     return k
 
 

@@ -830,10 +830,10 @@ def cluster_hits(hits, nh, max_e, min_hits, max_cands, stamp, stamp0, cpos, csup
                 if run_c >= min_hits:
                     cpos[nc] = run_d
                     csup[nc] = run_c
-                    if run_d < best_d:      # keep cpos ascending (ties below: smallest pos)
-                        cpos[nc - 1], cpos[nc] = run_d, best_d
-                        csup[nc - 1], csup[nc] = run_c, sup
                     nc += 1
+                    if run_d < best_d:      # keep cpos ascending (ties below: smallest pos)
+                        cpos[nc - 2], cpos[nc - 1] = cpos[nc - 1], cpos[nc - 2]
+                        csup[nc - 2], csup[nc - 1] = csup[nc - 1], csup[nc - 2]
         i = j
     if nc <= max_cands:
         for t in range(nc):

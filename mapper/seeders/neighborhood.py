@@ -301,10 +301,8 @@ class NeighborhoodSeeder(Seeder):
         return int(K.edits_to_break(int(length), index.span + index.ln, 1)) - 1
 
     def _count_beyond_guarantee(self, index, lengths, max_edits):
-        keys = lengths.astype(np.int64) * 65536 + max_edits
-        uniq, counts = np.unique(keys, return_counts=True)
-        for key, count in zip(uniq.tolist(), counts.tolist()):
-            length, e = divmod(key, 65536)
+        pairs, counts = np.unique(np.stack([lengths, max_edits], axis=1), axis=0, return_counts=True)
+        for (length, e), count in zip(pairs.tolist(), counts.tolist()):
             if e > self.guaranteed_edits(index, length):
                 k = (length, e)
                 self.beyond_guarantee[k] = self.beyond_guarantee.get(k, 0) + count
