@@ -1,7 +1,7 @@
 """Filter chains: `--filter a,b` runs a first, then b only on what a accepted."""
 import numpy as np
 
-from mapper.plugins import Filter
+from pymap.plugins import Filter
 
 
 class FilterChain(Filter):

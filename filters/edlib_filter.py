@@ -2,7 +2,7 @@
 import edlib
 import numpy as np
 
-from mapper.plugins import Filter, check_pairs
+from pymap.plugins import Filter, check_pairs
 
 
 class EdlibFilter(Filter):

@@ -5,7 +5,7 @@ pairs) or Numba CUDA (kernels/gatekeeper_cuda.py). `gatekeeper` is the original 
 same algorithm without GateKeeper-GPU's leading/trailing amendment (step 6). See docs/gatekeeper.md.
 
 >>> import numpy as np
->>> from mapper.plugins import create
+>>> from pymap.plugins import create
 >>> f = create("filter", "gatekeeper-gpu", device="cpu")
 >>> reads = np.frombuffer(b"ACGTACGTACGTACGTACGT", np.uint8).reshape(1, -1)
 >>> refs = np.frombuffer(b"ACGTACGTACCTACGTACGT", np.uint8).reshape(1, -1)
@@ -15,9 +15,9 @@ same algorithm without GateKeeper-GPU's leading/trailing amendment (step 6). See
 import numba
 import numpy as np
 
-from kernels.gatekeeper_cpu import (MODE_FULL, MODE_NONE, MODE_PUBLISHED, REJECT, filter_ascii_pairs,
+from pymap.kernels.gatekeeper_cpu import (MODE_FULL, MODE_NONE, MODE_PUBLISHED, REJECT, filter_ascii_pairs,
                                     filter_code_candidates)
-from mapper.plugins import Filter, check_pairs
+from pymap.plugins import Filter, check_pairs
 
 _DEVICES = ("auto", "cpu", "gpu")
 _ENCODES = ("host", "device")
@@ -32,7 +32,7 @@ def _choice(option, value, accepted):
 
 
 def _cuda_available():
-    from kernels.cuda_support import cuda_available
+    from pymap.kernels.cuda_support import cuda_available
     return cuda_available()
 
 
@@ -66,7 +66,7 @@ class GateKeeperGPUFilter(Filter):
         self.threads = threads
         self._gpu = None
         if device == "gpu":
-            from kernels.gatekeeper_cuda import GateKeeperCUDA
+            from pymap.kernels.gatekeeper_cuda import GateKeeperCUDA
             self._gpu = GateKeeperCUDA(mode=self.mode, encode=encode)
 
     # -------------------------------------------------------------------------------------------
@@ -126,7 +126,7 @@ class GateKeeperGPUFilter(Filter):
         """Empty (reads, refs) uint8 (n, length) arrays to fill with pairs. On the GPU they are
         page-locked, and with encode=device they travel to the device by DMA without a staging copy."""
         if self._gpu is not None:
-            from kernels.gatekeeper_cuda import pinned_pairs
+            from pymap.kernels.gatekeeper_cuda import pinned_pairs
             return pinned_pairs(n, length)
         return np.empty((n, length), np.uint8), np.empty((n, length), np.uint8)
 

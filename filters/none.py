@@ -1,7 +1,7 @@
 """The `none` filter: accepts every pair."""
 import numpy as np
 
-from mapper.plugins import Filter, check_pairs
+from pymap.plugins import Filter, check_pairs
 
 
 class NoFilter(Filter):

@@ -1,8 +1,8 @@
 """The `shouji` filter: Shouji (Alser et al., Bioinformatics 2019) on the CPU (Numba, batch-parallel)."""
 import numpy as np
 
-from kernels.shouji import shouji_batch
-from mapper.plugins import Filter, PluginError, check_pairs
+from pymap.kernels.shouji import shouji_batch
+from pymap.plugins import Filter, PluginError, check_pairs
 
 
 def _int_option(plugin, option, value, minimum):

@@ -1,9 +1,9 @@
 """The `sneakysnake` filter: SneakySnake (Alser et al., Bioinformatics 2020) on the CPU (Numba)."""
 import numpy as np
 
-from filters.shouji import _int_option, _threshold
-from kernels.sneakysnake import sneakysnake_batch
-from mapper.plugins import Filter, check_pairs
+from pymap.filters.shouji import _int_option, _threshold
+from pymap.kernels.sneakysnake import sneakysnake_batch
+from pymap.plugins import Filter, check_pairs
 
 
 class SneakySnakeFilter(Filter):

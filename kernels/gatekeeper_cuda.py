@@ -26,8 +26,8 @@ import numpy as np
 from numba import config as numba_config
 from numba import uint64
 
-from kernels.cuda_support import cuda
-from kernels.gatekeeper_cpu import (MODE_FULL, MODE_NONE, MODE_PUBLISHED, REJECT, UNDEFINED,
+from pymap.kernels.cuda_support import cuda
+from pymap.kernels.gatekeeper_cpu import (MODE_FULL, MODE_NONE, MODE_PUBLISHED, REJECT, UNDEFINED,
                                     encode_pair_words)
 
 __all__ = ["kernels", "GateKeeperCUDA", "MODE_PUBLISHED", "MODE_NONE", "MODE_FULL"]

@@ -2,7 +2,7 @@
 import numpy as np
 from numba import njit, prange
 
-from kernels.encoding import CODE_TO_ASCII
+from pymap.kernels.encoding import CODE_TO_ASCII
 
 
 @njit(parallel=True, cache=True, nogil=True)

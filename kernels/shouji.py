@@ -27,7 +27,7 @@ is "undefined": accepted with estimate -2 (the authors' code would compare the r
 import numpy as np
 from numba import njit, prange
 
-from kernels.encoding import ASCII_TO_CODE, N_CODE
+from pymap.kernels.encoding import ASCII_TO_CODE, N_CODE
 
 UNDEFINED = -2
 REJECTED = -1

@@ -26,7 +26,7 @@ Lower-case acgt equal their upper-case bases; a pair holding any other character
 import numpy as np
 from numba import njit, prange
 
-from kernels.encoding import ASCII_TO_CODE, N_CODE
+from pymap.kernels.encoding import ASCII_TO_CODE, N_CODE
 
 UNDEFINED = -2
 REJECTED = -1

@@ -5,9 +5,9 @@ Works under the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) too; the tests compare i
 with the CPU kernel there. Not registered as a plugin.
 """
 import numpy as np
-from kernels.cuda_support import cuda
+from pymap.kernels.cuda_support import cuda
 
-from kernels.encoding import ASCII_TO_CODE, N_CODE
+from pymap.kernels.encoding import ASCII_TO_CODE, N_CODE
 
 UNDEFINED = -2
 REJECTED = -1

@@ -1,6 +1,6 @@
 """The Python API: everything the CLI does is a function here first.
 
-    >>> from mapper import api
+    >>> from pymap import api
     >>> stats = api.align("examples/lambda.fa", "examples/reads.fq", out="out.sam")
 """
 import os
@@ -9,12 +9,12 @@ import time
 
 import numpy as np
 
-from mapper import plugins
-from mapper.errors import IndexCorrupt, IndexMismatch, InputError, UsageError
-from mapper.options import AlignOptions
-from mapper.pipeline import Pipeline
-from mapper.reads import read_batches
-from mapper.reference import load_reference
+from pymap import plugins
+from pymap.errors import IndexCorrupt, IndexMismatch, InputError, UsageError
+from pymap.options import AlignOptions
+from pymap.pipeline import Pipeline
+from pymap.reads import read_batches
+from pymap.reference import load_reference
 
 
 def _log(msg):
@@ -23,7 +23,7 @@ def _log(msg):
 
 def make_filter(spec, opts=None):
     """A filter instance from a name or a comma-separated chain of names."""
-    from filters.chain import FilterChain
+    from pymap.filters.chain import FilterChain
     names = [n.strip() for n in spec.split(",") if n.strip()]
     if not names:
         raise plugins.PluginError("--filter needs a plugin name")
@@ -126,7 +126,7 @@ class Progress:
 
 def align(ref_path, reads_path, out=None, options=None, index_path=None, command_line=None, summary=True):
     """Map reads to a reference and write SAM (or BAM when `out` ends in .bam). Returns RunStats."""
-    from mapper.sam import SamWriter, make_header
+    from pymap.sam import SamWriter, make_header
     options = options or AlignOptions()
     t0 = time.perf_counter()
     pipe = make_pipeline(ref_path, options, index_path)
@@ -171,7 +171,7 @@ def read_pairs(path):
     if path == "-":
         data = sys.stdin.buffer.read()
     else:
-        from mapper.reference import open_maybe_gzip
+        from pymap.reference import open_maybe_gzip
         data = open_maybe_gzip(path)
     lines = data.replace(b"\r", b"").split(b"\n")
     if lines and lines[-1] == b"":
@@ -212,7 +212,7 @@ def filter_pair_file(path, filter_spec, max_edits, filter_opts=None, threads=0):
 
 def candidate_pairs(ref_path, reads_path, out, options=None, index_path=None):
     """Write the seeding stage's (read, segment) pairs of every read in the pair-file format."""
-    from kernels.gather import gather_pairs
+    from pymap.kernels.gather import gather_pairs
     options = options or AlignOptions()
     pipe = make_pipeline(ref_path, options, index_path)
     count = 0

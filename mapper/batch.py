@@ -35,7 +35,7 @@ class ReadBatch:
 
     def with_rc(self):
         if self.rc_codes is None:
-            from kernels.encoding import reverse_complement_batch
+            from pymap.kernels.encoding import reverse_complement_batch
             self.rc_codes = reverse_complement_batch(self.codes, self.offsets)
         return self
 

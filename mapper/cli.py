@@ -4,9 +4,9 @@ import os
 import shlex
 import sys
 
-from mapper import __version__, api, plugins
-from mapper.errors import PymapError, UsageError
-from mapper.options import DEFAULT_MAX_EDITS, AlignOptions
+from pymap import __version__, api, plugins
+from pymap.errors import PymapError, UsageError
+from pymap.options import DEFAULT_MAX_EDITS, AlignOptions
 
 
 class Parser(argparse.ArgumentParser):

@@ -25,8 +25,8 @@ import zlib
 
 import numpy as np
 
-from mapper import __version__
-from mapper.errors import IndexCorrupt, IndexMismatch
+from pymap import __version__
+from pymap.errors import IndexCorrupt, IndexMismatch
 
 MAGIC = b"PYMAPIDX"
 FORMAT_VERSION = 1

@@ -2,7 +2,7 @@
 import os
 from dataclasses import dataclass, field
 
-from mapper.errors import UsageError
+from pymap.errors import UsageError
 
 DEFAULT_MAX_EDITS = 0.10
 

@@ -4,8 +4,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kernels.sam import REASONS, format_sam
-from kernels.select import select_hits
+from pymap.kernels.sam import REASONS, format_sam
+from pymap.kernels.select import select_hits
 
 REASON = {name: i for i, name in enumerate(REASONS)}
 

@@ -31,18 +31,18 @@ class Seeder:
         raise NotImplementedError
 
     def build_index(self, reference):
-        """Build an index for a `mapper.reference.Reference`."""
+        """Build an index for a `pymap.reference.Reference`."""
         raise NotImplementedError
 
     def save_index(self, index, path):
         raise NotImplementedError
 
     def load_index(self, path, reference):
-        """Load an index; raise mapper.errors.IndexMismatch / IndexCorrupt when it does not fit."""
+        """Load an index; raise pymap.errors.IndexMismatch / IndexCorrupt when it does not fit."""
         raise NotImplementedError
 
     def candidates(self, index, batch, max_edits):
-        """Candidates (mapper.batch.Candidates) for a ReadBatch; max_edits is int32[n] per read."""
+        """Candidates (pymap.batch.Candidates) for a ReadBatch; max_edits is int32[n] per read."""
         raise NotImplementedError
 
 
@@ -73,7 +73,7 @@ class Filter:
         outside the contig [lo, hi). This default cuts the pairs on the host, one group per
         (L, E); a GPU filter may override it to cut segments from a device-resident reference.
         """
-        from kernels.gather import gather_pairs
+        from pymap.kernels.gather import gather_pairs
         n = c_read.shape[0]
         accept = np.zeros(n, dtype=np.bool_)
         estimate = np.full(n, -1, dtype=np.int32)

@@ -4,10 +4,10 @@ import zlib
 
 import numpy as np
 
-from kernels.encoding import ASCII_TO_CODE
-from kernels.text import first_word_ends, gather_ranges
-from mapper.batch import ReadBatch
-from mapper.errors import InputError
+from pymap.kernels.encoding import ASCII_TO_CODE
+from pymap.kernels.text import first_word_ends, gather_ranges
+from pymap.batch import ReadBatch
+from pymap.errors import InputError
 
 IDENTITY = np.arange(256, dtype=np.uint8)
 CHUNK_BYTES = 8 << 20

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.encoding import ASCII_TO_CODE
-from mapper.errors import InputError
+from pymap.kernels.encoding import ASCII_TO_CODE
+from pymap.errors import InputError
 
 
 @dataclass

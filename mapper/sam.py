@@ -5,8 +5,8 @@ import tempfile
 
 import pysam
 
-from mapper import __version__
-from mapper.errors import InputError
+from pymap import __version__
+from pymap.errors import InputError
 
 
 def make_header(reference, command_line, read_group=None):

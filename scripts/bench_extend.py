@@ -15,8 +15,8 @@ import time
 import numba
 import numpy as np
 
-from kernels.banded import banded_align, banded_distances
-from kernels.encoding import reverse_complement_batch
+from pymap.kernels.banded import banded_align, banded_distances
+from pymap.kernels.encoding import reverse_complement_batch
 
 
 def simulate(rng, n, L, e, genome=1_000_000, miss=0.0):

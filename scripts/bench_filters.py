@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
-from mapper.plugins import PluginError, create, parse_options   # noqa: E402
+from pymap.plugins import PluginError, create, parse_options   # noqa: E402
 
 BASES = np.frombuffer(b"ACGT", np.uint8)
 
@@ -151,7 +151,7 @@ def _restrict_to_gpus(f, count):
     gpu = getattr(f, "_gpu", None)
     if gpu is None or count >= len(gpu.devices):
         return
-    from kernels.gatekeeper_cuda import GateKeeperCUDA
+    from pymap.kernels.gatekeeper_cuda import GateKeeperCUDA
     f._gpu = GateKeeperCUDA(mode=gpu.mode, encode=gpu.encode, devices=range(count))
 
 
@@ -184,7 +184,7 @@ def bench_gpu(name, opts, reads, refs, e, encode, ngpus, repeat, pinned=False):
 
 def gpu_info():
     try:
-        from kernels.cuda_support import cuda, cuda_available
+        from pymap.kernels.cuda_support import cuda, cuda_available
         if not cuda_available():
             return []
         return [cuda.gpus[i].name.decode() if isinstance(cuda.gpus[i].name, bytes) else str(cuda.gpus[i].name)

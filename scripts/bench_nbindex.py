@@ -29,8 +29,8 @@ import time
 import numba
 import numpy as np
 
-from kernels import nbindex as K
-from kernels.encoding import ASCII_TO_CODE
+from pymap.kernels import nbindex as K
+from pymap.kernels.encoding import ASCII_TO_CODE
 
 DEFAULT_REF = "/work/shared/data/ecoli_MG1655.fa.gz"
 
@@ -40,7 +40,7 @@ def load_codes(args):
         rng = np.random.default_rng(args.seed)
         codes = rng.integers(0, 4, args.random).astype(np.uint8)
         return codes, np.array([0, codes.shape[0]], np.int64), f"random {args.random:,} bp"
-    from mapper.reference import load_reference
+    from pymap.reference import load_reference
     ref = load_reference(args.ref)
     return ref.codes, ref.offsets, f"{os.path.basename(args.ref)} ({ref.codes.shape[0]:,} bp)"
 

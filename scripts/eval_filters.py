@@ -6,7 +6,7 @@ lengths may differ between lines: pairs are grouped by length). Ground truth is 
 distance, computed once per pair with k = the largest threshold. A pair holding any non-ACGT
 character is "undefined": counted separately and left out of every accept/reject/error count.
 
-For every filter (by plugin name through mapper.plugins.create) and threshold E, like table S.2
+For every filter (by plugin name through pymap.plugins.create) and threshold E, like table S.2
 of the GateKeeper-GPU paper: pairs, undefined, Edlib accepted/rejected, filter accepted/rejected,
 false accepts (filter accepts, Edlib distance > E), false rejects (filter rejects, distance <= E),
 false accept rate = false accepts / Edlib rejects, true reject rate = true rejects / Edlib rejects,
@@ -264,7 +264,7 @@ def plot_false_accepts(rows, path, title=None):
 
 def parse_filter_spec(spec):
     """'name' or 'name:key=value[:key=value...]' -> (name, {key: value})."""
-    from mapper.plugins import parse_options
+    from pymap.plugins import parse_options
     name, *items = [x.strip() for x in spec.split(":")]
     return name, parse_options(items)
 
@@ -272,7 +272,7 @@ def parse_filter_spec(spec):
 def load_filters(specs, options, log):
     """{label: filter} for entries 'name[:key=value...]' (the entry is the label); options[name]
     (from --opt) applies to every entry of that plugin, under the entry's own options."""
-    from mapper.plugins import create
+    from pymap.plugins import create
     filters, skipped = {}, {}
     for spec in specs:
         try:
@@ -306,7 +306,7 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr))
-    from mapper.plugins import parse_options
+    from pymap.plugins import parse_options
     names = list(dict.fromkeys(n.strip() for n in args.filters.split(",") if n.strip()))
     options = {}
     for item in args.opt:

@@ -19,11 +19,11 @@ import time
 import numba
 import numpy as np
 
-from kernels.encoding import ASCII_TO_CODE
-from mapper.batch import ReadBatch
-from mapper.plugins import parse_options
-from mapper.reference import load_reference
-from mapper.seeders.neighborhood import NeighborhoodSeeder
+from pymap.kernels.encoding import ASCII_TO_CODE
+from pymap.batch import ReadBatch
+from pymap.plugins import parse_options
+from pymap.reference import load_reference
+from pymap.seeders.neighborhood import NeighborhoodSeeder
 
 
 def make_batch(seqs):

@@ -8,8 +8,8 @@ import numpy as np
 import pysam
 import pytest
 
-from mapper import api
-from mapper.options import AlignOptions
+from pymap import api
+from pymap.options import AlignOptions
 
 from conftest import revcomp
 
@@ -158,7 +158,7 @@ def test_unmappable_reads_are_reported(sim_data, tmp_path):
 
 def test_cli_align_example(tmp_path):
     out = tmp_path / "ex.sam"
-    res = subprocess.run([sys.executable, "-m", "mapper.cli", "align", "examples/lambda.fa",
+    res = subprocess.run([sys.executable, "-m", "pymap.cli", "align", "examples/lambda.fa",
                           "examples/reads.fq.gz", "-o", str(out), "-t", "2"], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     recs = list(pysam.AlignmentFile(str(out)))
@@ -195,7 +195,7 @@ def test_filter_slack_keeps_reads_with_indels_near_e(tmp_path):
 
 def test_all_mode_seeds_losslessly(tmp_path):
     """--all turns on the seeder's lossless step and roomy caps unless the user set them."""
-    from mapper.seeders.neighborhood import NeighborhoodSeeder
+    from pymap.seeders.neighborhood import NeighborhoodSeeder
     (tmp_path / "r.fa").write_text(">c\n" + "ACGT" * 500 + "\n")
     pipe = api.make_pipeline(str(tmp_path / "r.fa"), AlignOptions(report_all=True, seeder_opts={"max_cands": 7}))
     assert pipe.seeder.lossless and pipe.seeder.max_cands == 7

@@ -15,11 +15,11 @@ import numba
 import numpy as np
 import pytest
 
-from kernels import banded as kb
-from kernels.encoding import reverse_complement_batch
-from mapper import plugins
-from mapper.extenders.banded import BandedExtender
-from mapper.extenders.edlib_extender import EdlibExtender
+from pymap.kernels import banded as kb
+from pymap.kernels.encoding import reverse_complement_batch
+from pymap import plugins
+from pymap.extenders.banded import BandedExtender
+from pymap.extenders.edlib_extender import EdlibExtender
 
 READ_ASCII = np.frombuffer(b"ACGTN", np.uint8)
 REF_ASCII = np.frombuffer(b"ACGTn", np.uint8)   # distinct N symbols: N mismatches N in Edlib too

@@ -14,7 +14,7 @@ EX_READS = "examples/reads.fq.gz"
 
 
 def pymap(*args, stdin=None, timeout=300):
-    return subprocess.run([sys.executable, "-m", "mapper.cli", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "pymap.cli", *map(str, args)], capture_output=True,
                           input=stdin, timeout=timeout)
 
 
@@ -132,7 +132,7 @@ def test_truncated_index(ref, tmp_path):
 
 
 def test_broken_pipe_is_quiet(ref):
-    cmd = f"{sys.executable} -m mapper.cli align {ref} {EX_READS} | head -n 3"
+    cmd = f"{sys.executable} -m pymap.cli align {ref} {EX_READS} | head -n 3"
     res = subprocess.run(cmd, shell=True, capture_output=True)
     assert len(res.stdout.splitlines()) == 3
     assert b"Traceback" not in res.stderr and b"error" not in res.stderr
@@ -143,7 +143,7 @@ def test_interrupt_leaves_no_partial_index(tmp_path):
     import numpy as np
     rng = np.random.default_rng(0)
     big.write_text(">big\n" + "".join(rng.choice(list("ACGT"), 3_000_000)) + "\n")
-    proc = subprocess.Popen([sys.executable, "-m", "mapper.cli", "index", str(big)], stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-m", "pymap.cli", "index", str(big)], stderr=subprocess.PIPE)
     time.sleep(4)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)

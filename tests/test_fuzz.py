@@ -2,10 +2,10 @@
 
 The only allowed outcomes of reading FASTQ/FASTA reads (`read_batches`), references
 (`parse_fasta`, `load_reference`), pair files (`api.read_pairs`) and index files
-(`mapper.index.load_index`, the seeder's `load_index`, `api.open_index`) are success or a
+(`pymap.index.load_index`, the seeder's `load_index`, `api.open_index`) are success or a
 PymapError subclass; anything else (IndexError, ValueError, UnicodeDecodeError, ...) is a bug.
 What a reader accepts must also be self-consistent (offsets, qualities) and independent of the
-chunk size it is read in. A few fuzzed inputs also go through `python -m mapper.cli align`:
+chunk size it is read in. A few fuzzed inputs also go through `python -m pymap.cli align`:
 exit 0/1/2, at most one `pymap: error:` line, no traceback.
 """
 import gzip
@@ -24,14 +24,14 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-import mapper.reads as reads_mod
-from mapper import api, plugins
-from mapper import index as idxfile
-from mapper.errors import PymapError
-from mapper.options import AlignOptions
-from mapper.reads import read_batches
-from mapper.reference import load_reference, parse_fasta
-from mapper.seeders.neighborhood import NeighborhoodSeeder
+import pymap.reads as reads_mod
+from pymap import api, plugins
+from pymap import index as idxfile
+from pymap.errors import PymapError
+from pymap.options import AlignOptions
+from pymap.reads import read_batches
+from pymap.reference import load_reference, parse_fasta
+from pymap.seeders.neighborhood import NeighborhoodSeeder
 
 FUZZ = settings(max_examples=150, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -276,8 +276,8 @@ def saved_index(tmp_path_factory):
 
 
 def _batch():
-    from kernels.encoding import ASCII_TO_CODE
-    from mapper.batch import ReadBatch
+    from pymap.kernels.encoding import ASCII_TO_CODE
+    from pymap.batch import ReadBatch
     codes = ASCII_TO_CODE[np.frombuffer(REF_SEQS["c0"][100:200].encode(), np.uint8)]
     return ReadBatch(codes=codes, offsets=np.array([0, codes.size], np.int64),
                      names=np.frombuffer(b"r", np.uint8).copy(), name_offsets=np.array([0, 1], np.int64),
@@ -451,7 +451,7 @@ def test_index_header_values(saved_index, data):
 # ---- the command line on fuzzed files ---------------------------------------------------------
 
 def _cli(*args):
-    res = subprocess.run([sys.executable, "-m", "mapper.cli", *map(str, args)], capture_output=True, timeout=120)
+    res = subprocess.run([sys.executable, "-m", "pymap.cli", *map(str, args)], capture_output=True, timeout=120)
     err = res.stderr.decode(errors="replace")
     other = [l for l in err.splitlines() if not l.startswith("[pymap]")]
     assert res.returncode in (0, 1, 2), err

@@ -16,9 +16,9 @@ import edlib
 import numpy as np
 import pytest
 
-from kernels.gatekeeper_cpu import (MODE_FULL, MODE_NONE, MODE_PUBLISHED, encode_pair_words,
+from pymap.kernels.gatekeeper_cpu import (MODE_FULL, MODE_NONE, MODE_PUBLISHED, encode_pair_words,
                                     filter_ascii_pairs)
-from mapper.plugins import Filter, create
+from pymap.plugins import Filter, create
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = {"published": MODE_PUBLISHED, "none": MODE_NONE, "full": MODE_FULL}
@@ -406,7 +406,7 @@ def test_plugin_options_are_validated():
 
 
 def test_docstring_example():
-    import filters.gatekeeper as mod
+    import pymap.filters.gatekeeper as mod
     assert doctest.testmod(mod).failed == 0
 
 
@@ -462,9 +462,9 @@ SIM_SCRIPT = textwrap.dedent(r'''
     import numpy as np
     sys.path.insert(0, sys.argv[1])
     sys.path.insert(0, sys.argv[2])
-    from kernels.gatekeeper_cpu import filter_ascii_pairs
-    from kernels.gatekeeper_cuda import GateKeeperCUDA, pinned_pairs
-    from mapper.plugins import Filter, create
+    from pymap.kernels.gatekeeper_cpu import filter_ascii_pairs
+    from pymap.kernels.gatekeeper_cuda import GateKeeperCUDA, pinned_pairs
+    from pymap.plugins import Filter, create
     import test_gatekeeper as T
     rng = np.random.default_rng(5)
     out = {"pairs": 0, "mismatch": [], "candidates": 0}
@@ -513,7 +513,7 @@ SIM_SCRIPT = textwrap.dedent(r'''
 def test_cuda_kernels_equal_the_cpu_twin(where):
     """Pair by pair, both input paths and the candidate path; on a real GPU too when there is one."""
     if where == "gpu":
-        from kernels.cuda_support import cuda_available
+        from pymap.kernels.cuda_support import cuda_available
         if not cuda_available():
             pytest.skip("no CUDA GPU here (the simulator variant runs instead)")
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1" if where == "simulator" else "0")

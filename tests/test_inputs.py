@@ -14,10 +14,10 @@ import sys
 import numpy as np
 import pytest
 
-from mapper import api
-from mapper import index as idxfile
-from mapper.options import AlignOptions
-from mapper.seeders.neighborhood import NeighborhoodSeeder
+from pymap import api
+from pymap import index as idxfile
+from pymap.options import AlignOptions
+from pymap.seeders.neighborhood import NeighborhoodSeeder
 
 from test_properties import (body, check_sam, default_filter_available, mutate, norm, parse_sam, rand_seq,
                              revcomp, sq_lines)
@@ -29,7 +29,7 @@ E = AlignOptions().max_edits
 
 
 def cli(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "mapper.cli", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "pymap.cli", *map(str, args)], capture_output=True,
                           timeout=timeout)
 
 

@@ -4,9 +4,9 @@ import gzip
 import numpy as np
 import pytest
 
-from mapper.errors import InputError
-from mapper.reads import read_batches
-from mapper.reference import load_reference, parse_fasta
+from pymap.errors import InputError
+from pymap.reads import read_batches
+from pymap.reference import load_reference, parse_fasta
 
 
 def _reads(path, **kw):
@@ -51,7 +51,7 @@ def test_fastq_gzip_and_batches_identical(tmp_path):
 
 
 def test_fastq_chunk_boundaries(tmp_path, monkeypatch):
-    import mapper.reads as reads
+    import pymap.reads as reads
     monkeypatch.setattr(reads, "CHUNK_BYTES", 13)
     p = tmp_path / "r.fq"
     p.write_bytes(b"".join(b"@n%d\nACGTACGTAC\n+\nIIIIIIIIII\n" % i for i in range(50)))

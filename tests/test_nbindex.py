@@ -11,12 +11,12 @@ import numba
 import numpy as np
 import pytest
 
-from kernels import nbindex as K
-from mapper.batch import ReadBatch
-from mapper.errors import IndexCorrupt, IndexMismatch
-from mapper.index import load_index, save_index
-from mapper.reference import Reference
-from mapper.seeders.neighborhood import NeighborhoodSeeder, default_build_params, parse_pattern
+from pymap.kernels import nbindex as K
+from pymap.batch import ReadBatch
+from pymap.errors import IndexCorrupt, IndexMismatch
+from pymap.index import load_index, save_index
+from pymap.reference import Reference
+from pymap.seeders.neighborhood import NeighborhoodSeeder, default_build_params, parse_pattern
 
 
 # ------------------------------------------------------------------------------------ helpers

@@ -2,7 +2,7 @@
 
 For every generated reference (1-5 contigs, a few kb, with N runs, IUPAC codes, soft-masked
 stretches and sometimes repeats) and read set (30-200 bp, 0..e random edits, N runs, lowercase,
-both strands, plus unrelated random reads), the SAM written by `mapper.api.align` must satisfy:
+both strands, plus unrelated random reads), the SAM written by `pymap.api.align` must satisfy:
 
 - every input read appears exactly once as a primary or unmapped record, in input order;
 - every alignment's CIGAR (M/I/D only) consumes exactly the read and stays inside its contig;
@@ -28,8 +28,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 
-from mapper import api, plugins
-from mapper.options import AlignOptions
+from pymap import api, plugins
+from pymap.options import AlignOptions
 
 COMP = str.maketrans("ACGTN", "TGCAN")
 IUPAC = "RYKMSWBDHVN"

@@ -4,8 +4,8 @@ import edlib
 import numpy as np
 import pytest
 
-from kernels.shouji import shouji_batch
-from mapper.plugins import PluginError, create
+from pymap.kernels.shouji import shouji_batch
+from pymap.plugins import PluginError, create
 
 
 # --------------------------------------------------------------------------------------------

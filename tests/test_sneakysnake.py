@@ -8,8 +8,8 @@ import edlib
 import numpy as np
 import pytest
 
-from kernels.sneakysnake import sneakysnake_batch
-from mapper.plugins import PluginError, create
+from pymap.kernels.sneakysnake import sneakysnake_batch
+from pymap.plugins import PluginError, create
 try:
     from tests.test_shouji import P, _arr, random_pairs, sub
 except ImportError:  # tests/ itself on sys.path (plain `pytest` with rootdir conftest)
@@ -183,8 +183,8 @@ def test_no_false_rejects_vs_edlib():
 # process: the simulator must be chosen before numba.cuda is first imported)
 _CUDASIM_CHECK = """
 import numpy as np
-from kernels.sneakysnake import sneakysnake_batch
-from kernels.sneakysnake_cuda import sneakysnake_cuda
+from pymap.kernels.sneakysnake import sneakysnake_batch
+from pymap.kernels.sneakysnake_cuda import sneakysnake_cuda
 from test_shouji import random_pairs
 rng = np.random.default_rng(4)
 for L in (50, 100):
@@ -202,7 +202,7 @@ print("ok")
 def test_cuda_kernel_equals_cpu(where):
     pytest.importorskip("numba.cuda")
     if where == "gpu":
-        from kernels.cuda_support import cuda_available
+        from pymap.kernels.cuda_support import cuda_available
         if not cuda_available():
             pytest.skip("no CUDA GPU here (the simulator variant runs instead)")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

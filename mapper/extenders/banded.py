@@ -1,12 +1,12 @@
 """The default extender: banded semi-global edit distance in Numba (kernels.banded)."""
 import numpy as np
 
-from mapper.plugins import Extender
+from pymap.plugins import Extender
 
 
 def _prepare(read_codes, read_rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_maxe):
     if read_rc_codes is None:
-        from kernels.encoding import reverse_complement_batch
+        from pymap.kernels.encoding import reverse_complement_batch
         read_rc_codes = reverse_complement_batch(np.ascontiguousarray(read_codes, np.uint8),
                                                  np.ascontiguousarray(read_offsets, np.int64))
     return (np.ascontiguousarray(read_codes, np.uint8), np.ascontiguousarray(read_rc_codes, np.uint8),
@@ -25,12 +25,12 @@ class BandedExtender(Extender):
 
     def distances(self, read_codes, read_rc_codes, read_offsets, ref_codes,
                   c_read, c_strand, c_pos, c_lo, c_hi, c_maxe):
-        from kernels.banded import banded_distances
+        from pymap.kernels.banded import banded_distances
         return banded_distances(*_prepare(read_codes, read_rc_codes, read_offsets, ref_codes,
                                           c_read, c_strand, c_pos, c_lo, c_hi, c_maxe))
 
     def align(self, read_codes, read_rc_codes, read_offsets, ref_codes,
               c_read, c_strand, c_pos, c_lo, c_hi, c_maxe):
-        from kernels.banded import banded_align
+        from pymap.kernels.banded import banded_align
         return banded_align(*_prepare(read_codes, read_rc_codes, read_offsets, ref_codes,
                                       c_read, c_strand, c_pos, c_lo, c_hi, c_maxe))

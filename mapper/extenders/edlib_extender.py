@@ -4,7 +4,7 @@ import re
 import edlib
 import numpy as np
 
-from mapper.plugins import Extender
+from pymap.plugins import Extender
 
 # Distinct symbols for N in the read ('N') and in the reference ('n'): N then mismatches everything.
 _READ_ASCII = np.frombuffer(b"ACGTN", dtype=np.uint8).copy()
@@ -40,7 +40,7 @@ class EdlibExtender(Extender):
         ops = []
         counts = np.zeros(n, np.int64)
         if read_rc_codes is None:
-            from kernels.encoding import reverse_complement_batch
+            from pymap.kernels.encoding import reverse_complement_batch
             read_rc_codes = reverse_complement_batch(np.ascontiguousarray(read_codes, np.uint8),
                                                      np.ascontiguousarray(read_offsets, np.int64))
         fwd = _READ_ASCII[read_codes].tobytes()

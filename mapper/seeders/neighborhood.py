@@ -6,8 +6,8 @@ position p gives the diagonal p - offset. Diagonals of a read/strand within max_
 are merged (one candidate per cluster: the diagonal hit by the most patterns). See docs/seeding.md
 for the measurements behind the defaults.
 
-    >>> from mapper.reference import load_reference
-    >>> from mapper.seeders.neighborhood import NeighborhoodSeeder
+    >>> from pymap.reference import load_reference
+    >>> from pymap.seeders.neighborhood import NeighborhoodSeeder
     >>> ref = load_reference("ecoli.fa.gz")                       # doctest: +SKIP
     >>> seeder = NeighborhoodSeeder()                             # doctest: +SKIP
     >>> index = seeder.build_index(ref)                           # doctest: +SKIP
@@ -17,11 +17,11 @@ import math
 
 import numpy as np
 
-from kernels import nbindex as K
-from mapper import index as idxfile
-from mapper.batch import Candidates
-from mapper.errors import IndexCorrupt, IndexMismatch
-from mapper.plugins import Seeder
+from pymap.kernels import nbindex as K
+from pymap import index as idxfile
+from pymap.batch import Candidates
+from pymap.errors import IndexCorrupt, IndexMismatch
+from pymap.plugins import Seeder
 
 #: bumped when the index content changes meaning (hash family, layout); part of the mismatch check
 INDEX_VERSION = 1

@@ -45,10 +45,10 @@ for step in $steps; do
   map)
     mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
     python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n 2000000 -L 150 --seed 3 -o /tmp/map/r150.fq
-    python3 -m mapper.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
+    python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
     TIMEFORMAT="%R s wall, %U s user"
     for dev in cpu gpu cpu gpu; do
-      { time python3 -m mapper.cli align /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq \
+      { time python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq \
         --device $dev -t "$(nproc)" --batch-size 200000 --no-progress -o /tmp/map/$dev.sam ; } 2>&1 | tail -2 | tee -a "$OUT/map_$dev.txt"
     done
     cmp <(grep -v '^@PG' /tmp/map/cpu.sam) <(grep -v '^@PG' /tmp/map/gpu.sam) && echo "cpu and gpu SAM identical" | tee -a "$OUT/map.txt"
