@@ -15,12 +15,6 @@ class FilterChain(Filter):
         self.accepted = [0] * len(self.stages)
         self.seen = 0
 
-    @property
-    def mapper_slack(self):
-        """The largest slack any stage needs (None, i.e. e, when one needs e)."""
-        slacks = [s.mapper_slack for s in self.stages]
-        return None if None in slacks else max(slacks)
-
     def _run(self, call, n):
         accept = np.ones(n, dtype=np.bool_)
         estimate = np.zeros(n, dtype=np.int32)
@@ -39,11 +33,8 @@ class FilterChain(Filter):
     def filter_pairs(self, reads, refs, max_edits):
         return self._run(lambda s, i: s.filter_pairs(reads[i], refs[i], max_edits), reads.shape[0])
 
-    def filter_candidates(self, read_codes, read_rc_codes, read_offsets, ref_codes,
-                          c_read, c_strand, c_pos, c_lo, c_hi, c_maxe):
-        return self._run(lambda s, i: s.filter_candidates(read_codes, read_rc_codes, read_offsets, ref_codes,
-                                                          c_read[i], c_strand[i], c_pos[i], c_lo[i], c_hi[i],
-                                                          c_maxe[i]), c_read.shape[0])
+    def filter_candidates(self, cands):
+        return self._run(lambda s, i: s.filter_candidates(cands.take(i)), len(cands))
 
     def close(self):
         for s in self.stages:

@@ -17,7 +17,7 @@ import numpy as np
 
 from pymap.kernels.gatekeeper_cpu import (MODE_FULL, MODE_NONE, MODE_PUBLISHED, REJECT, filter_ascii_pairs,
                                     filter_code_candidates)
-from pymap.plugins import Filter, check_pairs
+from pymap.plugins import Filter, check_pairs, group_by_length_and_edits
 
 _DEVICES = ("auto", "cpu", "gpu")
 _ENCODES = ("host", "device")
@@ -39,7 +39,6 @@ def _cuda_available():
 class GateKeeperGPUFilter(Filter):
     """GateKeeper-GPU: shifted Hamming masks, amended, ANDed; CPU twin or CUDA (device=auto|cpu|gpu)."""
     name = "gatekeeper-gpu"
-    mapper_slack = 1      # its shifted masks absorb indels; measured in BENCHMARKS.md
 
     def __init__(self, device="auto", encode="host", ends="published", threads=None):
         _choice("device", device, _DEVICES)
@@ -95,31 +94,22 @@ class GateKeeperGPUFilter(Filter):
             self._cpu_call(filter_ascii_pairs, reads, refs, e, self.mode, est)
         return est != REJECT, est
 
-    def filter_candidates(self, read_codes, read_rc_codes, read_offsets, ref_codes,
-                          c_read, c_strand, c_pos, c_lo, c_hi, c_maxe):
+    def filter_candidates(self, cands):
         """As Filter.filter_candidates, without the ASCII round trip: on the GPU the segments are cut
         from the device-resident reference, on the CPU straight from the mapping codes."""
-        n = c_read.shape[0]
+        n = len(cands)
         if self._gpu is not None:
-            est = self._gpu.filter_candidates(read_codes, read_rc_codes, read_offsets, ref_codes,
-                                              c_read, c_strand, c_pos, c_lo, c_hi, c_maxe)
+            est = self._gpu.filter_candidates(*cands.arrays())
             if est is None:        # the reference does not fit on the GPU: cut on the host
-                return super().filter_candidates(read_codes, read_rc_codes, read_offsets, ref_codes,
-                                                 c_read, c_strand, c_pos, c_lo, c_hi, c_maxe)
+                return super().filter_candidates(cands)
             return est != REJECT, est
         est = np.full(n, REJECT, dtype=np.int32)
-        if n == 0:
-            return np.zeros(0, dtype=np.bool_), est
-        lengths = (read_offsets[1:] - read_offsets[:-1])[c_read]
-        keys = lengths.astype(np.int64) * 65536 + c_maxe
-        for key in np.unique(keys):
-            idx = np.flatnonzero(keys == key)
-            length, e = int(key // 65536), int(key % 65536)
+        arrays = cands.arrays()[:-1]
+        for idx, length, e in group_by_length_and_edits(cands):
             if length == 0:
                 est[idx] = 0
                 continue
-            self._cpu_call(filter_code_candidates, read_codes, read_rc_codes, read_offsets, ref_codes,
-                           c_read, c_strand, c_pos, c_lo, c_hi, idx, length, e, self.mode, est)
+            self._cpu_call(filter_code_candidates, *arrays, idx, length, e, self.mode, est)
         return est != REJECT, est
 
     def host_pairs(self, n, length):

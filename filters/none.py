@@ -7,7 +7,6 @@ from pymap.plugins import Filter, check_pairs
 class NoFilter(Filter):
     """Accept every pair (estimate 0); the extender does all the work."""
     name = "none"
-    mapper_slack = 0
 
     def filter_pairs(self, reads, refs, max_edits):
         reads, refs = check_pairs(reads, refs)

@@ -21,8 +21,15 @@ independent implementation of the same procedure:
      edit, scanning left to right) and the pair is rejected when that count exceeds E.
 4. The final count over the whole bit-vector (same counting) is the estimate; accept iff <= E.
 
-Inputs are ASCII; lower-case acgt equal their upper-case bases. A pair holding any other character
-is "undefined": accepted with estimate -2 (the authors' code would compare the raw characters).
+Inputs are ASCII. Two ways to treat characters, chosen per call by the runtime flag `compare`
+(the plugin option `undefined`):
+
+* compare=False (`undefined=accept`, the default): lower-case acgt equal their upper-case bases; a
+  pair holding any other character (N, ...) is "undefined": accepted with estimate -2.
+* compare=True (`undefined=compare`): the raw bytes are compared, as the authors' code compares its
+  `char`s: N matches N, N against a base is a mismatch, and the comparison is case-sensitive ('a'
+  differs from 'A'). Every pair is filtered; the decisions and estimates are the authors' on any
+  input.
 """
 import numpy as np
 from numba import njit, prange
@@ -52,9 +59,9 @@ def _greedy_ones(bits, start, stop, limit, count):
 
 @njit(cache=True, nogil=True)
 def shouji_pair(rd, rf, e_max, window, mask, zeros, bits):
-    """Shouji on one pair of base codes (0..3, length L). Returns the estimate (>= 0, accepted)
-    or -1 (rejected). mask: uint8 (>= 2*min(E,L)+1, L), zeros: int32 (same rows, L+1),
-    bits: uint8 (L) scratch buffers."""
+    """Shouji on one pair of uint8 sequences of length L (base codes or raw bytes: only equality
+    matters). Returns the estimate (>= 0, accepted) or -1 (rejected). mask: uint8
+    (>= 2*min(E,L)+1, L), zeros: int32 (same rows, L+1), bits: uint8 (L) scratch buffers."""
     L = rd.shape[0]
     ham = 0
     for p in range(L):
@@ -148,8 +155,11 @@ def shouji_pair(rd, rf, e_max, window, mask, zeros, bits):
 
 
 @njit(cache=True, parallel=True)
-def shouji_batch(reads, refs, max_edits, window):
-    """Shouji over a batch: reads, refs uint8 ASCII (n, L) -> (accept bool[n], estimate int32[n])."""
+def shouji_batch(reads, refs, max_edits, window, compare):
+    """Shouji over a batch: reads, refs uint8 ASCII (n, L) -> (accept bool[n], estimate int32[n]).
+    compare (bool, a runtime flag: one compiled version serves both settings): False = fold case and
+    accept pairs with non-ACGT characters (estimate -2); True = compare the raw bytes like the
+    authors' code."""
     n = reads.shape[0]
     L = reads.shape[1]
     accept = np.zeros(n, np.bool_)
@@ -169,13 +179,18 @@ def shouji_batch(reads, refs, max_edits, window):
         hi = min(n, (c + 1) * _CHUNK)
         for i in range(c * _CHUNK, hi):
             undefined = False
-            for p in range(L):
-                a = table[reads[i, p]]
-                b = table[refs[i, p]]
-                rd[p] = a
-                rf[p] = b
-                if a == N_CODE or b == N_CODE:
-                    undefined = True
+            if compare:
+                for p in range(L):
+                    rd[p] = reads[i, p]
+                    rf[p] = refs[i, p]
+            else:
+                for p in range(L):
+                    a = table[reads[i, p]]
+                    b = table[refs[i, p]]
+                    rd[p] = a
+                    rf[p] = b
+                    if a == N_CODE or b == N_CODE:
+                        undefined = True
             if undefined:
                 accept[i] = True
                 estimate[i] = UNDEFINED

@@ -20,8 +20,12 @@ including its quirks: the last partition runs to the read end, a run ends at the
 a partition stops early (its remaining columns uncounted) after more than `iterations` rounds,
 and kmer_size > L means zero partitions (every pair accepted with estimate 0).
 
-Lower-case acgt equal their upper-case bases; a pair holding any other character is
-"undefined": accepted with estimate -2.
+Characters, chosen per call by the runtime flag `compare` (the plugin option `undefined`):
+compare=False (`undefined=accept`, the default): lower-case acgt equal their upper-case bases and a
+pair holding any other character (N, ...) is "undefined": accepted with estimate -2. compare=True
+(`undefined=compare`): the raw bytes are compared like the authors' `char`s (N matches N, N against
+a base is a mismatch, case-sensitive), so the decisions and Edits counts are the authors' on any
+input.
 """
 import numpy as np
 from numba import njit, prange
@@ -35,7 +39,8 @@ _CHUNK = 64
 
 @njit(cache=True, nogil=True)
 def sneakysnake_pair(rd, rf, e_max, kmer_size, iterations):
-    """SneakySnake on one pair of base codes (length L). Returns edits (accepted) or -1."""
+    """SneakySnake on one pair of uint8 sequences of length L (codes or raw bytes: only equality
+    matters). Returns edits (accepted) or -1."""
     L = rd.shape[0]
     n_kmers = L // kmer_size
     edits = 0
@@ -90,9 +95,12 @@ def sneakysnake_pair(rd, rf, e_max, kmer_size, iterations):
 
 
 @njit(cache=True, parallel=True)
-def sneakysnake_batch(reads, refs, max_edits, kmer_size, iterations):
+def sneakysnake_batch(reads, refs, max_edits, kmer_size, iterations, compare):
     """SneakySnake over a batch of uint8 ASCII pairs (n, L) -> (accept bool[n], estimate int32[n]).
-    kmer_size <= 0 or iterations <= 0 mean the read length (the authors' short-read setting)."""
+    kmer_size <= 0 or iterations <= 0 mean the read length (the authors' short-read setting).
+    compare (bool, a runtime flag: one compiled version serves both settings): False = fold case and
+    accept pairs with non-ACGT characters (estimate -2); True = compare the raw bytes like the
+    authors' code."""
     n = reads.shape[0]
     L = reads.shape[1]
     accept = np.zeros(n, np.bool_)
@@ -111,13 +119,18 @@ def sneakysnake_batch(reads, refs, max_edits, kmer_size, iterations):
         hi = min(n, (c + 1) * _CHUNK)
         for i in range(c * _CHUNK, hi):
             undefined = False
-            for p in range(L):
-                a = table[reads[i, p]]
-                b = table[refs[i, p]]
-                rd[p] = a
-                rf[p] = b
-                if a == N_CODE or b == N_CODE:
-                    undefined = True
+            if compare:
+                for p in range(L):
+                    rd[p] = reads[i, p]
+                    rf[p] = refs[i, p]
+            else:
+                for p in range(L):
+                    a = table[reads[i, p]]
+                    b = table[refs[i, p]]
+                    rd[p] = a
+                    rf[p] = b
+                    if a == N_CODE or b == N_CODE:
+                        undefined = True
             if undefined:
                 accept[i] = True
                 estimate[i] = UNDEFINED

@@ -1,6 +1,10 @@
 """SneakySnake on the GPU (Numba CUDA): one thread per pair, same decisions and estimates as the
 CPU kernel in kernels/sneakysnake.py (see there for the algorithm and the authors' quirks).
 
+`compare` works as in the CPU kernel: False folds case and accepts pairs with non-ACGT characters
+(estimate -2); True compares the raw bytes like the authors' code (the kernel then reads the
+sequences through an identity table and skips the undefined-pair scan).
+
 Works under the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) too; the tests compare it pair by pair
 with the CPU kernel there. Not registered as a plugin.
 """
@@ -12,6 +16,7 @@ from pymap.kernels.encoding import ASCII_TO_CODE, N_CODE
 UNDEFINED = -2
 REJECTED = -1
 THREADS_PER_BLOCK = 128
+_IDENTITY = np.arange(256, dtype=np.uint8)   # byte -> itself: raw comparison (compare=True)
 
 
 @cuda.jit(device=True)
@@ -20,16 +25,17 @@ def _same(table, reads, refs, i, p_read, p_ref):
 
 
 @cuda.jit
-def sneakysnake_kernel(reads, refs, max_edits, kmer_size, iterations, table, accept, estimate):
+def sneakysnake_kernel(reads, refs, max_edits, kmer_size, iterations, table, compare, accept, estimate):
     i = cuda.grid(1)
     if i >= reads.shape[0]:
         return
     L = reads.shape[1]
-    for p in range(L):
-        if table[reads[i, p]] == N_CODE or table[refs[i, p]] == N_CODE:
-            accept[i] = True
-            estimate[i] = UNDEFINED
-            return
+    if not compare:
+        for p in range(L):
+            if table[reads[i, p]] == N_CODE or table[refs[i, p]] == N_CODE:
+                accept[i] = True
+                estimate[i] = UNDEFINED
+                return
     n_kmers = L // kmer_size
     edits = 0
     for k in range(n_kmers):
@@ -83,8 +89,9 @@ def sneakysnake_kernel(reads, refs, max_edits, kmer_size, iterations, table, acc
     estimate[i] = edits
 
 
-def sneakysnake_cuda(reads, refs, max_edits, kmer_size=0, iterations=0):
-    """Host wrapper: uint8 ASCII (n, L) host arrays -> (accept bool[n], estimate int32[n])."""
+def sneakysnake_cuda(reads, refs, max_edits, kmer_size=0, iterations=0, compare=False):
+    """Host wrapper: uint8 ASCII (n, L) host arrays -> (accept bool[n], estimate int32[n]).
+    compare=False: ASCII_TO_CODE table (case folded, non-ACGT pairs undefined); True: raw bytes."""
     reads = np.ascontiguousarray(reads, dtype=np.uint8)
     refs = np.ascontiguousarray(refs, dtype=np.uint8)
     n, length = reads.shape
@@ -100,7 +107,9 @@ def sneakysnake_cuda(reads, refs, max_edits, kmer_size=0, iterations=0):
     it = iterations if iterations > 0 else length
     d_acc = cuda.to_device(accept)
     d_est = cuda.to_device(estimate)
+    compare = bool(compare)
+    table = _IDENTITY if compare else ASCII_TO_CODE
     blocks = (n + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
     sneakysnake_kernel[blocks, THREADS_PER_BLOCK](cuda.to_device(reads), cuda.to_device(refs), int(max_edits),
-                                                  ks, it, cuda.to_device(ASCII_TO_CODE), d_acc, d_est)
+                                                  ks, it, cuda.to_device(table), compare, d_acc, d_est)
     return d_acc.copy_to_host(), d_est.copy_to_host()

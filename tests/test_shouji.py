@@ -1,16 +1,19 @@
 """Shouji filter: Numba kernel == a step-by-step Python transcription of the authors' C code
-(CMU-SAFARI/Shouji, CPU_Implementation/Shouji.c), hand-derived cases, no false rejects vs Edlib."""
+(CMU-SAFARI/Shouji, CPU_Implementation/Shouji.c), hand-derived cases, no false rejects vs Edlib,
+the `undefined` option (accept / compare the raw characters like the C code) on pairs with N."""
 import edlib
 import numpy as np
 import pytest
 
+from pymap.kernels.encoding import ASCII_TO_CODE, N_CODE
 from pymap.kernels.shouji import shouji_batch
 from pymap.plugins import PluginError, create
 
 
 # --------------------------------------------------------------------------------------------
 # (a) Reference model: the authors' Shouji() transcribed statement by statement (debug output
-# and commented-out code left out). It works on the raw characters like the C code and returns
+# and commented-out code left out). It works on the raw characters like the C code (bytes compared
+# with ==/!= like the C chars: 'N' == 'N', 'N' != 'A', 'a' != 'A'), and returns
 # (accepted, the count the C code compares with E); for the shifted-diagonal early accept that
 # count is "matches >= L - E", reported as L - matches.
 # --------------------------------------------------------------------------------------------
@@ -195,13 +198,52 @@ def random_pairs(rng, L, n):
             np.frombuffer(b"".join(refs), np.uint8).reshape(n, L).copy())
 
 
+def sprinkle(rng, reads, refs, share=0.7):
+    """Copies of (reads, refs) with characters other than ACGT put into `share` of the pairs: N
+    alone, N opposite N on the main or a shifted diagonal (so N meets N), runs of N, lower-case
+    letters, IUPAC codes and other bytes, and a few pairs that are all N on one or both sides."""
+    reads, refs = reads.copy(), refs.copy()
+    n, L = reads.shape
+    others = np.frombuffer(b"RYKMSWBDHVnx.-*", np.uint8)
+    for i in range(n):
+        if rng.random() >= share:
+            continue
+        if rng.random() < 0.04:
+            refs[i] = ord("N")
+            if rng.random() < 0.5:
+                reads[i] = ord("N")
+            continue
+        for _ in range(int(rng.integers(1, 6))):
+            side = reads if rng.random() < 0.5 else refs
+            p = int(rng.integers(0, L))
+            t = rng.random()
+            if t < 0.3:
+                side[i, p] = ord("N")
+            elif t < 0.55:
+                q = min(L - 1, max(0, p + int(rng.integers(-3, 4))))
+                reads[i, p] = ord("N")
+                refs[i, q] = ord("N")
+            elif t < 0.7:
+                side[i, p:p + int(rng.integers(2, 12))] = ord("N")
+            elif t < 0.9:
+                side[i, p] |= 0x20                     # lower case ('a', 'n', ...)
+            else:
+                side[i, p] = others[rng.integers(0, others.size)]
+    return reads, refs
+
+
+def is_undefined(read, ref):
+    """The `accept` rule: a character other than A, C, G, T (either case) in the pair."""
+    return bool((ASCII_TO_CODE[read] == N_CODE).any() or (ASCII_TO_CODE[ref] == N_CODE).any())
+
+
 def _arr(*seqs):
     return np.frombuffer(b"".join(s.encode() if isinstance(s, str) else s for s in seqs),
                          np.uint8).reshape(len(seqs), -1).copy()
 
 
-def run(read, ref, E, window=4):
-    acc, est = create("filter", "shouji", window=window).filter_pairs(_arr(read), _arr(ref), E)
+def run(read, ref, E, window=4, **opts):
+    acc, est = create("filter", "shouji", window=window, **opts).filter_pairs(_arr(read), _arr(ref), E)
     return bool(acc[0]), int(est[0])
 
 
@@ -216,12 +258,42 @@ def test_kernel_equals_reference_model():
         windows = (4, 3, 7) if L <= 64 else (4,)
         for w in windows:
             for E in thresholds:
-                acc, est = shouji_batch(reads, refs, E, w)
+                acc, est = shouji_batch(reads, refs, E, w, False)
                 for i in range(n):
                     ref_acc, ref_est = shouji_reference(reads[i].tobytes(), refs[i].tobytes(), E, w)
                     assert (bool(acc[i]), int(est[i])) == (ref_acc, ref_est), (L, E, w, i)
                     n_checked += 1
     assert n_checked > 5000
+
+
+def test_undefined_options_equal_reference_model_on_pairs_with_n():
+    # compare: the kernel equals the C transcription on the raw bytes of every pair; accept: pairs
+    # with a non-ACGT character are accepted with -2, the others equal the model (case folded)
+    rng = np.random.default_rng(2023)
+    n_checked = n_undefined = n_differ = 0
+    for L in (50, 100, 150):
+        n = 120 if L <= 100 else 60
+        reads, refs = sprinkle(rng, *random_pairs(rng, L, n))
+        undefined = [is_undefined(reads[i], refs[i]) for i in range(n)]
+        n_undefined += sum(undefined)
+        thresholds = sorted({0, 1, 2, L // 20, L // 10} | set(rng.integers(0, L // 10 + 1, 2).tolist()))
+        windows = (4, 3, 7) if L <= 50 else (4,)
+        for w in windows:
+            for E in thresholds:
+                acc_c, est_c = shouji_batch(reads, refs, E, w, True)
+                acc_a, est_a = shouji_batch(reads, refs, E, w, False)
+                for i in range(n):
+                    model = shouji_reference(reads[i].tobytes(), refs[i].tobytes(), E, w)
+                    assert (bool(acc_c[i]), int(est_c[i])) == model, ("compare", L, E, w, i)
+                    if undefined[i]:
+                        expect = (True, -2)
+                        n_differ += model != expect
+                    else:
+                        expect = shouji_reference(reads[i].tobytes().upper(), refs[i].tobytes().upper(), E, w)
+                    assert (bool(acc_a[i]), int(est_a[i])) == expect, ("accept", L, E, w, i)
+                    n_checked += 1
+    assert n_checked > 2500 and n_undefined > 150
+    assert n_differ > 500            # the two options do differ on pairs with N
 
 
 def test_tail_window_tie_rule():
@@ -298,7 +370,36 @@ def test_undefined_and_case():
     assert est.tolist() == [-2, -2, 0]
 
 
+def test_compare_option_hand_cases():
+    def cmp(read, ref, E):
+        return run(read, ref, E, undefined="compare")
+    n10 = sub(P, 10, "N")
+    assert cmp(n10, n10, 0) == (True, 0)                   # N matches N
+    assert cmp(n10, P, 0) == (False, -1)                   # N against a base is a mismatch
+    assert cmp(n10, P, 1) == (True, 1)
+    assert cmp(P, sub(P, 99, "N"), 1) == (True, 1)
+    assert cmp("N" * 100, "N" * 100, 0) == (True, 0)
+    assert cmp("N" * 100, P, 9) == (False, -1)
+    assert cmp(P.lower(), P.lower(), 0) == (True, 0)
+    assert cmp(P.lower(), P, 9) == (False, -1)             # case-sensitive like the C code
+    assert cmp(sub(P, 40, "a"), P, 1) == (True, 1)
+    assert cmp(sub(P, 40, "R"), sub(P, 40, "R"), 0) == (True, 0)
+    # the shifted diagonals compare N too: the first base deleted (deletion diagonal 1 matches
+    # columns 1..99), with N opposite N on that diagonal at column 50: still L-1 matches
+    deleted = sub(P[1:] + "A", 49, "N")
+    assert cmp(deleted, sub(P, 50, "N"), 1) == (True, 1)
+    # accept (the default, and given explicitly) is unchanged: N pairs pass with -2, case folded
+    for opts in ({}, {"undefined": "accept"}):
+        assert run(n10, P, 0, **opts) == (True, -2)
+        assert run(P.lower(), P, 0, **opts) == (True, 0)
+
+
 def test_options_and_shapes():
+    for bad in ("reject", "Accept", "", None, 1, True):
+        with pytest.raises(ValueError, match=r"undefined.*'accept', 'compare'"):
+            create("filter", "shouji", undefined=bad)
+    assert create("filter", "shouji").undefined == "accept"
+    assert create("filter", "shouji", undefined="compare").undefined == "compare"
     with pytest.raises(PluginError):
         create("filter", "shouji", window=0)
     with pytest.raises(PluginError):
@@ -324,3 +425,17 @@ def test_no_false_rejects_vs_edlib():
             assert false_rejects.size == 0, (L, E, false_rejects[:5])
             assert np.all(est[acc] <= E)
             assert np.all(est[~acc] == -1)
+
+
+def test_compare_no_false_rejects_vs_edlib():
+    # Edlib compares raw bytes too (N == N, case-sensitive): `compare` never rejects a pair within E
+    rng = np.random.default_rng(17)
+    f = create("filter", "shouji", undefined="compare")
+    for L in (50, 100, 150):
+        reads, refs = sprinkle(rng, *random_pairs(rng, L, 300))
+        dist = np.array([edlib.align(reads[i].tobytes(), refs[i].tobytes(), mode="NW", task="distance")
+                         ["editDistance"] for i in range(len(reads))])
+        for E in range(0, L // 10 + 1):
+            acc, est = f.filter_pairs(reads, refs, E)
+            assert np.flatnonzero((dist <= E) & ~acc).size == 0, (L, E)
+            assert np.all(est[acc] >= 0) and np.all(est[~acc] == -1)
