@@ -22,26 +22,41 @@ def _log(msg):
 
 
 def make_filter(spec, opts=None):
-    """A filter instance from a name or a comma-separated chain of names."""
+    """A filter instance from a name or a comma-separated chain of names.
+
+    In a chain an option reaches only the stages that take it: `name.key=value` the named stage,
+    `key=value` every stage whose class takes `key` (an error when none does). `device` is
+    forwarded to the stages that take it and ignored by the others unless it asks for a GPU."""
     from pymap.filters.chain import FilterChain
     names = [n.strip() for n in spec.split(",") if n.strip()]
     if not names:
         raise plugins.PluginError("--filter needs a plugin name")
-    opts = opts or {}
-    stages = [plugins.create("filter", n, **(opts if len(names) == 1 else _opts_for(n, opts))) for n in names]
+    per_stage = route_options("filter", names, opts or {})
+    stages = [plugins.create("filter", n, **o) for n, o in zip(names, per_stage)]
     return stages[0] if len(stages) == 1 else FilterChain(stages, names)
 
 
-def _opts_for(name, opts):
-    """In a chain, options may be scoped as name.key=value; unscoped ones go to every stage."""
-    out = {}
-    for k, v in opts.items():
-        if "." in k:
-            scope, key = k.split(".", 1)
-            if scope.replace("-", "_") == name.replace("-", "_"):
-                out[key] = v
-        else:
-            out[k] = v
+def route_options(kind, names, opts):
+    """Per stage of a chain, the options it takes (see make_filter)."""
+    takes = [plugins.option_names(plugins.load_class(kind, n)) for n in names]
+    out = [{} for _ in names]
+    norm = [n.replace("-", "_") for n in names]
+    for key, value in opts.items():
+        if "." in key:
+            scope, sub = key.split(".", 1)
+            scope = scope.replace("-", "_")
+            if scope not in norm:
+                raise plugins.PluginError(f"option {key!r}: no stage {scope!r} in the chain {','.join(names)}")
+            out[norm.index(scope)][sub] = value
+            continue
+        hits = [i for i, t in enumerate(takes) if t is None or key in t]
+        if not hits:
+            if key == "device" and value in ("auto", "cpu"):
+                continue
+            what = "runs on a GPU" if key == "device" else f"takes option {key!r}"
+            raise plugins.PluginError(f"no {kind} of {','.join(names)} {what}")
+        for i in hits:
+            out[i][key] = value
     return out
 
 
@@ -125,30 +140,36 @@ class Progress:
 
 
 def align(ref_path, reads_path, out=None, options=None, index_path=None, command_line=None, summary=True):
-    """Map reads to a reference and write SAM (or BAM when `out` ends in .bam). Returns RunStats."""
+    """Map reads to a reference and write SAM (or BAM/CRAM/BGZF SAM by `out`'s extension). The
+    output file appears only when complete. Returns RunStats."""
     from pymap.sam import SamWriter, make_header
     options = options or AlignOptions()
     t0 = time.perf_counter()
+    SamWriter.check_path(out)
     pipe = make_pipeline(ref_path, options, index_path)
     cl = command_line or f"pymap align {ref_path} {reads_path}"
-    writer = SamWriter(out, make_header(pipe.ref, cl, options.read_group))
+    writer = SamWriter(out, make_header(pipe.ref, cl, options.read_group), ref_path=ref_path,
+                       threads=options.thread_count)
     progress = Progress(options.progress)
     try:
         for batch in read_batches(reads_path, options.batch_size):
             writer.write(pipe.map_batch(batch))
             progress.update(pipe.stats.reads)
+        t = time.perf_counter()
+        writer.close()
+        pipe.stats.add_time("write", time.perf_counter() - t)
     except BaseException:
         writer.abort()
         raise
     finally:
-        pipe.filter.close()
-    writer.close()
+        pipe.filt.close()
     progress.update(pipe.stats.reads, final=True)
     st = pipe.stats
     st.seconds["total"] = time.perf_counter() - t0
+    st.filter_slack = pipe.slack.summary()
     if summary:
-        _log(summary_line(st, pipe.filter))
-        for note in pipe.seeder.run_notes():
+        _log(summary_line(st, pipe.filt))
+        for note in pipe.seeder.run_notes() + pipe.slack.notes():
             _log(f"note: {note}")
     return st
 
@@ -156,79 +177,11 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
 def summary_line(st, filt=None):
     unm = ", ".join(f"{k} {v}" for k, v in st.unmapped.items() if v)
     parts = [f"{st.reads} reads", f"{st.mapped} mapped", f"{st.reads - st.mapped} unmapped" + (f" ({unm})" if unm else ""),
-             f"{st.secondary} secondary", f"{st.candidates} candidates", f"{st.accepted} passed the filter",
+             f"{st.secondary} secondary", f"{st.candidates} candidates",
+             f"{st.accepted} passed the filter" + (f" (run at e+{st.filter_slack})" if st.filter_slack else ""),
              f"{st.aligned} aligned within e"]
     if filt is not None and hasattr(filt, "accepted"):
         parts.append("filter accepts " + ", ".join(f"{n} {a}" for n, a in zip(filt.names, filt.accepted)))
-    parts.append(f"{st.seconds.get('total', 0):.2f} s")
+    stages = ", ".join(f"{k} {v:.2f}" for k, v in st.seconds.items() if k != "total")
+    parts.append(f"{st.seconds.get('total', 0):.2f} s" + (f" ({stages})" if stages else ""))
     return "; ".join(parts)
-
-
-# ---- pair files -------------------------------------------------------------------------------
-
-def read_pairs(path):
-    """A pair file (read TAB segment per line) -> list of (line numbers, reads (n,L), refs (n,L)) per length."""
-    if path == "-":
-        data = sys.stdin.buffer.read()
-    else:
-        from pymap.reference import open_maybe_gzip
-        data = open_maybe_gzip(path)
-    lines = data.replace(b"\r", b"").split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    groups = {}
-    for no, line in enumerate(lines):  # pair files are evaluation input, not the mapping path
-        a, tab, b = line.partition(b"\t")
-        b = b.split(b"\t", 1)[0]
-        if not tab or len(a) != len(b) or not a:
-            raise InputError(f"{path}: line {no + 1}: expected 'read<TAB>segment' of equal, non-zero lengths")
-        groups.setdefault(len(a), []).append((no, a, b))
-    out = []
-    for length, items in sorted(groups.items()):
-        nos = np.array([i[0] for i in items], dtype=np.int64)
-        reads = np.frombuffer(b"".join(i[1] for i in items), dtype=np.uint8).reshape(-1, length)
-        refs = np.frombuffer(b"".join(i[2] for i in items), dtype=np.uint8).reshape(-1, length)
-        out.append((nos, reads, refs))
-    return out, len(lines)
-
-
-def filter_pair_file(path, filter_spec, max_edits, filter_opts=None, threads=0):
-    """Run a filter (or chain) on a pair file. Returns (accept bool[n], estimate int32[n], filter)."""
-    set_threads(threads)
-    filt = make_filter(filter_spec, filter_opts)
-    groups, n = read_pairs(path)
-    accept = np.zeros(n, dtype=np.bool_)
-    estimate = np.zeros(n, dtype=np.int32)
-    e_of = (lambda L: int(max_edits)) if max_edits >= 1 or max_edits == 0 else (lambda L: int(L * max_edits + 0.5))
-    try:
-        for nos, reads, refs in groups:
-            acc, est = filt.filter_pairs(reads, refs, e_of(reads.shape[1]))
-            accept[nos] = acc
-            estimate[nos] = est
-    finally:
-        filt.close()
-    return accept, estimate, filt
-
-
-def candidate_pairs(ref_path, reads_path, out, options=None, index_path=None):
-    """Write the seeding stage's (read, segment) pairs of every read in the pair-file format."""
-    from pymap.kernels.gather import gather_pairs
-    options = options or AlignOptions()
-    pipe = make_pipeline(ref_path, options, index_path)
-    count = 0
-    for batch in read_batches(reads_path, options.batch_size):
-        batch.with_rc()
-        maxe, reason = pipe.read_limits(batch)
-        cands, lo, hi, _ = pipe.candidates(batch, maxe, reason)
-        lengths = batch.lengths[cands.read]
-        for length in np.unique(lengths):
-            idx = np.flatnonzero(lengths == length)
-            reads = np.empty((idx.size, length), np.uint8)
-            refs = np.empty((idx.size, length), np.uint8)
-            gather_pairs(batch.codes, batch.rc_codes, batch.offsets, pipe.ref.codes, cands.read[idx],
-                         cands.strand[idx], cands.pos[idx], lo[idx], hi[idx], int(length), reads, refs)
-            tab = np.full((idx.size, 1), 9, np.uint8)
-            nl = np.full((idx.size, 1), 10, np.uint8)
-            out.write(np.hstack([reads, tab, refs, nl]).tobytes())
-            count += idx.size
-    return count

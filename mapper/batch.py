@@ -33,6 +33,22 @@ class ReadBatch:
     def name(self, i):
         return bytes(self.names[self.name_offsets[i]:self.name_offsets[i + 1]]).decode("ascii", "replace")
 
+    def subset(self, index):
+        """A ReadBatch of the reads at `index` (names and qualities included; first_index is kept, so
+        it is not for tie-breaking, which needs each read's input number)."""
+        from pymap.kernels.text import gather_ranges
+        index = np.asarray(index, np.int64)
+        ident = np.arange(256, dtype=np.uint8)
+        codes, offsets = gather_ranges(self.codes, self.offsets[index], self.offsets[index + 1], ident)
+        names, name_offsets = gather_ranges(self.names, self.name_offsets[index], self.name_offsets[index + 1],
+                                            ident)
+        quals = (gather_ranges(self.quals, self.offsets[index], self.offsets[index + 1], ident)[0]
+                 if self.quals.size else self.quals)
+        sub = ReadBatch(codes, offsets, names, name_offsets, quals, self.first_index)
+        if self.rc_codes is not None:
+            sub.rc_codes = gather_ranges(self.rc_codes, self.offsets[index], self.offsets[index + 1], ident)[0]
+        return sub
+
     def with_rc(self):
         if self.rc_codes is None:
             from pymap.kernels.encoding import reverse_complement_batch
@@ -62,3 +78,89 @@ class Candidates:
     @staticmethod
     def empty():
         return Candidates(np.empty(0, np.int32), np.empty(0, np.int8), np.empty(0, np.int64))
+
+
+@dataclass
+class CandidateBatch:
+    """What a filter or an extender works on: a batch of reads, the reference, and candidates.
+
+    Candidate i pairs read `read[i]` (its reverse complement when `strand[i]` is 1) with the
+    reference around global position `pos[i]` (where the oriented read's first base sits on the
+    candidate's diagonal). `lo[i]`, `hi[i]` bound its contig: nothing outside [lo, hi) is reference.
+    `max_edits[i]` is the threshold the stage must honour for that candidate: a filter must not
+    reject a pair whose global edit distance is within it, an extender reports alignments within it.
+
+    reads: the ReadBatch (codes, rc_codes, offsets), ref_codes: the reference's mapping codes.
+    """
+    reads: ReadBatch
+    ref_codes: np.ndarray
+    read: np.ndarray        # int32
+    strand: np.ndarray      # int8
+    pos: np.ndarray         # int64
+    lo: np.ndarray          # int64
+    hi: np.ndarray          # int64
+    max_edits: np.ndarray   # int32
+
+    def __post_init__(self):
+        self.reads.with_rc()
+        self.read = np.ascontiguousarray(self.read, np.int32)
+        self.strand = np.ascontiguousarray(self.strand, np.int8)
+        self.pos = np.ascontiguousarray(self.pos, np.int64)
+        self.lo = np.ascontiguousarray(self.lo, np.int64)
+        self.hi = np.ascontiguousarray(self.hi, np.int64)
+        self.max_edits = np.ascontiguousarray(self.max_edits, np.int32)
+        n = self.read.shape[0]
+        for name in ("strand", "pos", "lo", "hi", "max_edits"):
+            if getattr(self, name).shape != (n,):
+                raise ValueError(f"CandidateBatch.{name} must hold {n} values")
+
+    def __len__(self):
+        return self.read.shape[0]
+
+    @property
+    def lengths(self):
+        """Read length of every candidate (int64)."""
+        offs = self.reads.offsets
+        return (offs[1:] - offs[:-1])[self.read]
+
+    def arrays(self):
+        """The plain arrays the kernels take, in their order: read_codes, rc_codes, read_offsets,
+        ref_codes, read, strand, pos, lo, hi, max_edits."""
+        r = self.reads
+        return (r.codes, r.rc_codes, r.offsets, self.ref_codes, self.read, self.strand, self.pos,
+                self.lo, self.hi, self.max_edits)
+
+    def take(self, index):
+        return CandidateBatch(self.reads, self.ref_codes, self.read[index], self.strand[index], self.pos[index],
+                              self.lo[index], self.hi[index], self.max_edits[index])
+
+    def with_max_edits(self, max_edits):
+        return CandidateBatch(self.reads, self.ref_codes, self.read, self.strand, self.pos, self.lo, self.hi,
+                              max_edits)
+
+
+@dataclass
+class Alignments:
+    """An extender's answer, one entry per candidate.
+
+    found: bool, an alignment within the candidate's max_edits exists;
+    score: int32, larger is better (AS; the edit-distance extenders report -edits);
+    edits: int32, edit distance over the aligned part (NM);
+    start: int64, global reference position of the first aligned (not clipped) base;
+    cigar, cigar_offsets: with traceback only: BAM-style uint32 ops (length << 4 | op; M=0 I=1 D=2
+    S=4), candidate i's at cigar[cigar_offsets[i]:cigar_offsets[i + 1]], empty when not found.
+    Entries where found is False carry no meaning.
+    """
+    found: np.ndarray
+    score: np.ndarray
+    edits: np.ndarray
+    start: np.ndarray
+    cigar: np.ndarray = None
+    cigar_offsets: np.ndarray = None
+
+    def __len__(self):
+        return self.found.shape[0]
+
+    def take(self, index):
+        """A subset, without the CIGARs."""
+        return Alignments(self.found[index], self.score[index], self.edits[index], self.start[index])

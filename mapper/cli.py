@@ -1,10 +1,11 @@
 """The `pymap` command: a thin layer over mapper.api."""
 import argparse
+import contextlib
 import os
 import shlex
 import sys
 
-from pymap import __version__, api, plugins
+from pymap import __version__, api, outfile, plugins
 from pymap.errors import PymapError, UsageError
 from pymap.options import DEFAULT_MAX_EDITS, AlignOptions
 
@@ -63,7 +64,8 @@ def build_parser():
     p = sub.add_parser("align", help="map reads and write SAM/BAM")
     p.add_argument("reference", help="FASTA, plain or gzip")
     p.add_argument("reads", help="FASTQ or FASTA, plain or gzip; - for stdin")
-    p.add_argument("-o", "--output", metavar="FILE", help="SAM, or BAM when it ends in .bam (default: stdout)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="output by extension: .sam, .sam.gz (BGZF), .bam, .cram (default: SAM on stdout)")
     _add_stage_args(p)
     p.add_argument("-N", "--max-hits", type=int, default=1,
                    help="report up to N alignments per read: the primary and N-1 secondaries (default: 1)")
@@ -110,13 +112,21 @@ def _options(args, **extra):
                         filter_slack=args.filter_slack, batch_size=args.batch_size, **extra)
 
 
-def _open_out(path):
+@contextlib.contextmanager
+def _output(path):
+    """stdout, or a file that appears only when complete (pymap.outfile)."""
     if not path or path == "-":
-        return sys.stdout.buffer, False
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    tmp = outfile.temporary(path)
     try:
-        return open(path, "wb"), True
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write ({exc.strerror})") from None
+        with open(tmp, "wb") as fh:
+            yield fh
+        outfile.publish(tmp, path)
+    except BaseException:
+        outfile.discard(tmp)
+        raise
 
 
 def run(args, argv):
@@ -132,21 +142,19 @@ def run(args, argv):
     elif args.command == "filter":
         if args.max_edits < 0:
             raise UsageError(f"-e/--max-edits must be >= 0, got {args.max_edits}")
-        acc, est, filt = api.filter_pair_file(args.pairs, args.filter, args.max_edits, _filter_opts(args),
-                                              args.threads)
-        fh, close = _open_out(args.output)
+        from pymap import pairfile
+        acc, est, filt = pairfile.filter_pair_file(args.pairs, args.filter, args.max_edits, _filter_opts(args),
+                                                   args.threads)
         import numpy as np
         lines = np.char.add(np.char.add(acc.astype(np.int8).astype(str), "\t"), est.astype(str))
-        fh.write(("\n".join(lines.tolist()) + ("\n" if len(lines) else "")).encode())
-        if close:
-            fh.close()
+        with _output(args.output) as fh:
+            fh.write(("\n".join(lines.tolist()) + ("\n" if len(lines) else "")).encode())
         if hasattr(filt, "accepted"):
             api._log("filter accepts: " + ", ".join(f"{n} {a}" for n, a in zip(filt.names, filt.accepted)))
     elif args.command == "candidates":
-        fh, close = _open_out(args.output)
-        n = api.candidate_pairs(args.reference, args.reads, fh, _options(args), index_path=args.index)
-        if close:
-            fh.close()
+        from pymap import pairfile
+        with _output(args.output) as fh:
+            n = pairfile.candidate_pairs(args.reference, args.reads, fh, _options(args), index_path=args.index)
         api._log(f"{n} candidate pairs")
     elif args.command == "plugins":
         for kind in ("seeder", "filter", "extender"):
@@ -179,11 +187,6 @@ def main(argv=None):
             raise
         print(f"pymap: error: {exc}", file=sys.stderr)
         return 2
-    except ValueError as exc:  # option validation inside a plugin
-        if debug:
-            raise
-        print(f"pymap: error: {exc}", file=sys.stderr)
-        return 2
     except BrokenPipeError:
         # `pymap align ... | head`: stop quietly
         try:
@@ -198,6 +201,12 @@ def main(argv=None):
     except MemoryError:
         print("pymap: error: out of memory (try a smaller --batch-size)", file=sys.stderr)
         return 1
+    except Exception as exc:  # a bug, not the user's doing: say so, and how to see where
+        if debug:
+            raise
+        print(f"pymap: internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback "
+              f"and please report it)", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

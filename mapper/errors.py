@@ -21,3 +21,8 @@ class IndexMismatch(PymapError):
 
 class IndexCorrupt(PymapError):
     """The index file is truncated or damaged."""
+
+
+class PluginContractError(PymapError):
+    """A plugin returned something its contract forbids (a bug in the plugin, reported as such)."""
+    exit_code = 3

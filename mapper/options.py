@@ -14,10 +14,10 @@ class AlignOptions:
     max_edits: e per read; a value >= 1 is an absolute count, a value in [0, 1) a fraction of the
     read length (rounded to nearest). Default 0.10 (10 edits for 100 bp, 15 for 150 bp).
     filter_slack: the filter compares a read with the equal-length reference segment on the
-    candidate's diagonal, which can cost up to one edit more per indel than the semi-global
-    alignment the extender finds (at most 2e in all); the filter therefore runs at e + filter_slack.
-    None (default): the filter's own `mapper_slack` (1 for the GateKeeper family and Shouji, e for
-    others), and e under report_all, where no location within e may be lost.
+    candidate's diagonal, which can cost up to one edit more per indel base than the semi-global
+    alignment the extender finds (at most 2e in all); the filter therefore runs at e + slack.
+    None (default): measured per filter and (read length, e) on worst cases (pymap.slack), and e
+    under report_all, where no location within e may be lost.
     max_hits: alignments reported per read (primary plus up to max_hits-1 secondaries).
     report_all: report every location within e as secondary alignments (RazerS/mrFAST style).
     seed: tie-breaking among equally good hits is a hash of (seed, read number): deterministic.

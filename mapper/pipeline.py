@@ -4,8 +4,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pymap.batch import CandidateBatch
+from pymap.errors import PluginContractError
+from pymap.kernels.cigar import cigar_spans
 from pymap.kernels.sam import REASONS, format_sam
 from pymap.kernels.select import select_hits
+from pymap.slack import SlackTable
 
 REASON = {name: i for i, name in enumerate(REASONS)}
 
@@ -21,6 +25,7 @@ class RunStats:
     aligned: int = 0
     secondary: int = 0
     seconds: dict = field(default_factory=dict)
+    filter_slack: str = None   # the allowance the filter ran with ("0", "0..1", "e")
 
     def add_time(self, key, dt):
         self.seconds[key] = self.seconds.get(key, 0.0) + dt
@@ -33,8 +38,10 @@ class Pipeline:
         self.ref = reference
         self.index = index
         self.seeder = seeder
-        self.filter = filt
+        self.filt = filt
         self.extender = extender
+        # --all: no location within e may be lost, so the filter always runs at 2e
+        self.slack = SlackTable(filt, fixed=options.filter_slack, whole_e=options.report_all)
         self.opt = options
         self.stats = RunStats()
         self.ctg_names = np.frombuffer("".join(reference.names).encode(), dtype=np.uint8).copy()
@@ -67,9 +74,13 @@ class Pipeline:
         return maxe, reason
 
     def candidates(self, batch, maxe, reason):
-        """Seeding, restricted to mappable reads, with each candidate's contig bounds."""
-        cands = self.seeder.candidates(self.index, batch, maxe)
-        keep = reason[cands.read] == 0
+        """Seeding of the mappable reads, as a CandidateBatch at threshold e (contig bounds set)."""
+        mappable = np.flatnonzero(reason == 0)
+        if mappable.size == len(batch):
+            cands = self.seeder.candidates(self.index, batch, maxe)
+        else:                      # unmappable reads (too long, too many N) never reach the seeder
+            cands = self.seeder.candidates(self.index, batch.subset(mappable), maxe[mappable])
+            cands.read = mappable[cands.read].astype(np.int32)
         lengths = batch.lengths
         L = lengths[cands.read].astype(np.int64)
         e = maxe[cands.read].astype(np.int64)
@@ -77,9 +88,25 @@ class Pipeline:
         ctg = np.clip(np.searchsorted(offs, cands.pos + L // 2, side="right") - 1, 0, len(offs) - 2)
         lo, hi = offs[ctg], offs[ctg + 1]
         span = np.minimum(hi, cands.pos + L + e) - np.maximum(lo, cands.pos - e)
-        keep &= span >= L - e
-        idx = np.flatnonzero(keep)
-        return cands.take(idx), lo[idx], hi[idx], e[idx].astype(np.int32)
+        idx = np.flatnonzero(span >= L - e)
+        c = cands.take(idx)
+        return CandidateBatch(batch, self.ref.codes, c.read, c.strand, c.pos, lo[idx], hi[idx], e[idx])
+
+    def filter(self, cands):
+        """The candidates the filter accepts, run at e + the measured (or --filter-slack) allowance."""
+        thresholds = self.slack.thresholds(cands.lengths, cands.max_edits)
+        accept, _ = self.filt.filter_candidates(cands.with_max_edits(thresholds))
+        accept = np.asarray(accept, np.bool_)
+        if accept.shape != (len(cands),):
+            raise PluginContractError(f"filter {self.filt.name!r} returned {accept.shape} decisions for "
+                                      f"{len(cands)} candidates")
+        return cands.take(np.flatnonzero(accept))
+
+    def extend(self, cands, traceback):
+        """The extender's Alignments, checked against the contract."""
+        aln = self.extender.extend(cands, traceback=traceback)
+        check_alignments(self.extender, cands, aln, traceback)
+        return aln
 
     def map_batch(self, batch):
         """SAM text (bytes) for a batch, every read exactly once as primary or unmapped."""
@@ -89,38 +116,27 @@ class Pipeline:
         batch.with_rc()
         n = len(batch)
         maxe, reason = self.read_limits(batch)
-        cands, c_lo, c_hi, c_maxe = self.candidates(batch, maxe, reason)
+        cands = self.candidates(batch, maxe, reason)
         has_cand = np.zeros(n, np.bool_)
         has_cand[cands.read] = True
         st.candidates += len(cands)
         t = self._timed("seed", t)
 
-        args = (batch.codes, batch.rc_codes, batch.offsets, self.ref.codes)
-        slack = opt.filter_slack
-        if slack is None:
-            slack = self.filter.mapper_slack
-            if slack is None or opt.report_all:
-                slack = c_maxe
-        accept, _ = self.filter.filter_candidates(*args, cands.read, cands.strand, cands.pos,
-                                                  c_lo, c_hi, (c_maxe + slack).astype(np.int32))
-        acc = np.flatnonzero(accept)
-        st.accepted += acc.size
-        cands, c_lo, c_hi, c_maxe = cands.take(acc), c_lo[acc], c_hi[acc], c_maxe[acc]
+        cands = self.filter(cands)
+        st.accepted += len(cands)
         t = self._timed("filter", t)
 
-        dist, start = self.extender.distances(*args, cands.read, cands.strand, cands.pos, c_lo, c_hi, c_maxe)
-        ok = np.flatnonzero(dist >= 0)
+        aln = self.extend(cands, traceback=False)
+        ok = np.flatnonzero(aln.found)
         st.aligned += ok.size
-        hits = cands.take(ok)
-        h_dist, h_start, h_lo, h_hi, h_maxe = dist[ok], start[ok], c_lo[ok], c_hi[ok], c_maxe[ok]
-        order = np.lexsort((h_start, hits.strand, hits.read))
-        hits = hits.take(order)
-        h_dist, h_start, h_lo, h_hi, h_maxe = (a[order] for a in (h_dist, h_start, h_lo, h_hi, h_maxe))
+        hits, aln = cands.take(ok), aln.take(ok)
+        order = np.lexsort((aln.start, hits.strand, hits.read))
+        hits, aln = hits.take(order), aln.take(order)
         t = self._timed("extend", t)
 
         max_hits = opt.max_hits
         best, n_best, sub, mapq, rep_offsets, rep_hit = select_hits(
-            hits.read, hits.strand, h_start, h_dist, n, maxe, batch.lengths, batch.first_index,
+            hits.read, hits.strand, aln.start, -aln.score, n, maxe, batch.lengths, batch.first_index,
             opt.seed, max_hits, opt.report_all)
         mapped = best >= 0
         reason[(reason == 0) & ~mapped] = np.where(has_cand[(reason == 0) & ~mapped],
@@ -138,15 +154,17 @@ class Pipeline:
         rec_hit[m] = rep_hit[rep_offsets[rec_read[m]] + rank[m]]
         aligned_recs = np.flatnonzero(rec_hit >= 0)
         hk = rec_hit[aligned_recs]
-        d2, s2, cigar, cig_off = self.extender.align(
-            *args, hits.read[hk], hits.strand[hk], hits.pos[hk], h_lo[hk], h_hi[hk], h_maxe[hk])
+        t = self._timed("select", t)
+        traced = self.extend(hits.take(hk), traceback=True)
+        if not (np.array_equal(traced.found, np.ones(hk.size, np.bool_))
+                and np.array_equal(traced.score, aln.score[hk]) and np.array_equal(traced.start, aln.start[hk])):
+            raise PluginContractError(f"extender {self.extender.name!r}: the traceback pass disagrees with "
+                                      f"the score pass on the same candidates")
+        t = self._timed("extend", t)
         rec_cig_off = np.zeros(rec_read.size + 1, np.int64)
         counts = np.zeros(rec_read.size, np.int64)
-        counts[aligned_recs] = np.diff(cig_off)
+        counts[aligned_recs] = np.diff(traced.cigar_offsets)
         np.cumsum(counts, out=rec_cig_off[1:])
-        # the traceback pass must agree with the distance pass it re-runs
-        h_start = h_start.copy()
-        h_start[hk] = s2
         flag = np.where(rec_hit >= 0, 0, 4).astype(np.int64)
         flag[rec_hit >= 0] |= hits.strand[rec_hit[rec_hit >= 0]].astype(np.int64) * 16
         flag[(rec_hit >= 0) & (rank > 0)] |= 256
@@ -154,13 +172,12 @@ class Pipeline:
         rec_mapq[rec_hit < 0] = 0
         rec_sub = np.where(rank == 0, sub[rec_read], -1).astype(np.int32)
         rec_reason = reason[rec_read].astype(np.int64)
-        t = self._timed("select", t)
 
         quals = batch.quals
         text = format_sam(rec_read, flag, rec_hit, rec_mapq, rec_reason, rec_sub,
                           batch.names, batch.name_offsets, batch.codes, batch.rc_codes, batch.offsets,
                           quals, self.ref.codes, self.ctg_names, self.ctg_name_offsets, self.ref.offsets,
-                          hits.strand, h_start, h_dist, cigar, rec_cig_off, self.rg)
+                          hits.strand, aln.start, aln.edits, traced.cigar, rec_cig_off, self.rg)
         self._timed("sam", t)
         st.reads += n
         st.mapped += int(mapped.sum())
@@ -169,3 +186,39 @@ class Pipeline:
             if code:
                 st.unmapped[name] += int((reason == code).sum())
         return text.tobytes()
+
+
+def check_alignments(extender, cands, aln, traceback):
+    """Raise PluginContractError when an extender's answer breaks the contract (pymap.plugins.Extender)."""
+    n = len(cands)
+    who = f"extender {getattr(extender, 'name', '?')!r}"
+    for name in ("found", "score", "edits", "start"):
+        if np.shape(getattr(aln, name)) != (n,):
+            raise PluginContractError(f"{who}: Alignments.{name} must hold {n} values")
+    aln.found = np.asarray(aln.found, np.bool_)
+    aln.score = np.asarray(aln.score, np.int32)
+    aln.edits = np.asarray(aln.edits, np.int32)
+    aln.start = np.asarray(aln.start, np.int64)
+    f = aln.found
+    if np.any(aln.edits[f] > cands.max_edits[f]) or np.any(aln.edits[f] < 0):
+        raise PluginContractError(f"{who}: an alignment has more edits than its threshold")
+    if np.any(aln.start[f] < cands.lo[f]) or np.any(aln.start[f] >= np.maximum(cands.hi[f], cands.lo[f] + 1)):
+        raise PluginContractError(f"{who}: an alignment starts outside its contig")
+    if not traceback:
+        return
+    if aln.cigar is None or aln.cigar_offsets is None or np.shape(aln.cigar_offsets) != (n + 1,):
+        raise PluginContractError(f"{who}: traceback=True needs cigar and cigar_offsets ({n + 1} offsets)")
+    aln.cigar = np.ascontiguousarray(aln.cigar, np.uint32)
+    aln.cigar_offsets = np.ascontiguousarray(aln.cigar_offsets, np.int64)
+    offs = aln.cigar_offsets
+    if offs[0] != 0 or np.any(np.diff(offs) < 0) or offs[-1] != aln.cigar.shape[0]:
+        raise PluginContractError(f"{who}: cigar_offsets are not monotone from 0 to len(cigar)")
+    qlen, rlen, bad = cigar_spans(aln.cigar, offs)
+    fi = np.flatnonzero(f)
+    if bad.any():
+        raise PluginContractError(f"{who}: a CIGAR holds an op other than M, I, D, S, or S inside")
+    if np.any(qlen[fi] != cands.lengths[fi]):
+        i = fi[np.flatnonzero(qlen[fi] != cands.lengths[fi])[0]]
+        raise PluginContractError(f"{who}: a CIGAR covers {qlen[i]} read bases of {cands.lengths[i]}")
+    if np.any(aln.start[fi] + rlen[fi] > cands.hi[fi]):
+        raise PluginContractError(f"{who}: an alignment runs past its contig's end")

@@ -4,6 +4,7 @@ Built-in stages are registered through the same entry points as third-party ones
 takes its options as keyword arguments (validated in __init__, raising ValueError naming the option),
 and has a class attribute `name` and a one-line docstring that `pymap plugins` prints.
 """
+import inspect
 from importlib.metadata import entry_points
 
 import numpy as np
@@ -42,52 +43,49 @@ class Seeder:
         raise NotImplementedError
 
     def candidates(self, index, batch, max_edits):
-        """Candidates (pymap.batch.Candidates) for a ReadBatch; max_edits is int32[n] per read."""
+        """Candidates (pymap.batch.Candidates, sorted by read, strand, pos and unique) for a
+        ReadBatch; max_edits is int32[n], the threshold e of each read. The mapper passes only reads
+        it can map (length within limits, not too many N)."""
         raise NotImplementedError
 
 
 class Filter:
-    """A pre-alignment filter: accept/reject (read, reference segment) pairs of equal length.
+    """A pre-alignment filter: accept or reject (read, reference segment) pairs of equal length.
 
-    filter_pairs(reads, refs, max_edits) takes two uint8 arrays of shape (n, L) holding ASCII
-    bases and an int threshold E, and returns (accept: bool[n], estimate: int32[n]) where the
-    estimate is the filter's edit estimate when accepted, -1 when rejected and -2 for an
-    undefined pair (a non-ACGT character; accepted without filtering).
+    One method is required, filter_pairs(reads, refs, max_edits): two uint8 arrays of shape (n, L)
+    holding ASCII bases and an int threshold E; returns (accept: bool[n], estimate: int32[n]) where
+    the estimate is the filter's edit estimate when accepted, -1 when rejected and -2 for an
+    undefined pair (accepted without filtering). The contract: never reject a pair whose global
+    (Levenshtein) edit distance is at most E.
 
-    mapper_slack: how many edits beyond e the mapper allows this filter, because a read aligned
-    semi-globally within e can be further than e from the equal-length segment (one edit per indel
-    at most). None: e, safe for any filter that never rejects a pair within its threshold by the
-    global edit distance; a filter that measured safe with less says so (AlignOptions.filter_slack).
+    filter_candidates(cands) filters a pymap.batch.CandidateBatch: candidate i is the oriented read
+    against ref[pos:pos+L] ('N' outside the contig) at threshold cands.max_edits[i]. The default
+    cuts the pairs on the host and calls filter_pairs; a filter may override it (a GPU filter cuts
+    segments from a device-resident reference).
+
+    The mapper chooses the threshold: a read aligned semi-globally within e can be further than e
+    from the equal-length segment on its seed's diagonal (up to one edit per indel base), so the
+    mapper measures, per filter and (read length, e), the smallest extra allowance that keeps every
+    such read on a fixed set of worst cases (pymap.slack), never above e. A plugin declares nothing.
     """
     name = None
-    mapper_slack = None
 
     def filter_pairs(self, reads, refs, max_edits):
         raise NotImplementedError
 
-    def filter_candidates(self, read_codes, read_rc_codes, read_offsets, ref_codes,
-                          c_read, c_strand, c_pos, c_lo, c_hi, c_maxe):
-        """Filter mapper candidates (arrays as in Extender); returns (accept, estimate).
-
-        The pair for candidate i is the oriented read (length L) and ref[pos:pos+L], with 'N'
-        outside the contig [lo, hi). This default cuts the pairs on the host, one group per
-        (L, E); a GPU filter may override it to cut segments from a device-resident reference.
-        """
+    def filter_candidates(self, cands):
         from pymap.kernels.gather import gather_pairs
-        n = c_read.shape[0]
+        n = len(cands)
         accept = np.zeros(n, dtype=np.bool_)
         estimate = np.full(n, -1, dtype=np.int32)
         if n == 0:
             return accept, estimate
-        lengths = (read_offsets[1:] - read_offsets[:-1])[c_read]
-        keys = lengths.astype(np.int64) * 65536 + c_maxe
-        for key in np.unique(keys):
-            idx = np.flatnonzero(keys == key)
-            length, e = int(key // 65536), int(key % 65536)
+        for idx, length, e in group_by_length_and_edits(cands):
             reads = np.empty((idx.size, length), np.uint8)
             refs = np.empty((idx.size, length), np.uint8)
-            gather_pairs(read_codes, read_rc_codes, read_offsets, ref_codes, c_read[idx], c_strand[idx],
-                         c_pos[idx], c_lo[idx], c_hi[idx], length, reads, refs)
+            r = cands.reads
+            gather_pairs(r.codes, r.rc_codes, r.offsets, cands.ref_codes, cands.read[idx], cands.strand[idx],
+                         cands.pos[idx], cands.lo[idx], cands.hi[idx], length, reads, refs)
             acc, est = self.filter_pairs(reads, refs, e)
             accept[idx] = acc
             estimate[idx] = est
@@ -97,29 +95,32 @@ class Filter:
         """Release devices or pools (optional)."""
 
 
+def group_by_length_and_edits(cands):
+    """[(candidate indices, read length, threshold)] for each (L, E) in a CandidateBatch."""
+    keys = cands.lengths.astype(np.int64) * 65536 + cands.max_edits
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(uniq.size + 1))
+    return [(order[bounds[k]:bounds[k + 1]], int(key // 65536), int(key % 65536))
+            for k, key in enumerate(uniq.tolist())]
+
+
 class Extender:
-    """Aligns a read to a reference window around a candidate.
+    """Aligns reads to the reference around candidates.
 
-    Both methods take: read_codes, read_rc_codes, read_offsets (the batch), ref_codes (global),
-    and per candidate: read index c_read (int32), strand c_strand (int8), diagonal start c_pos
-    (int64, global), contig bounds c_lo, c_hi (int64, window is clamped to [c_lo, c_hi)), and
-    c_maxe (int32, the threshold e for that read). The window is [pos - e, pos + L + e].
+    extend(cands, traceback) -> pymap.batch.Alignments for a CandidateBatch. The alignment of
+    candidate i lies in the window [pos - e, pos + L + e] clamped to [lo, hi) (e = max_edits[i]).
+    With traceback=False only found/score/edits/start are needed; with traceback=True the CIGARs
+    too, and the mapper checks that both passes agree for the same candidates and that every CIGAR
+    spans the whole read (M/I/S ops) and stays in its window (pymap.errors.PluginContractError).
 
-    distances(...) -> (dist int32[n], start int64[n]): edit distance of the best semi-global
-    alignment (whole read, free reference ends) within e, -1 if none; start is its global start.
-
-    align(...) -> (dist, start, cigar, cigar_offsets): the same plus a CIGAR as BAM-style uint32
-    (length << 4 | op, ops M=0 I=1 D=2 ... '='=7, X=8) concatenated, candidate i's ops at
-    cigar[cigar_offsets[i]:cigar_offsets[i+1]]. Only M, I, D are emitted.
+    scoring: "edits" when score = -edits (edit-distance extenders), "affine" when the score is an
+    alignment score (higher is better, not derived from the edit count).
     """
     name = None
+    scoring = "edits"
 
-    def distances(self, read_codes, read_rc_codes, read_offsets, ref_codes,
-                  c_read, c_strand, c_pos, c_lo, c_hi, c_maxe):
-        raise NotImplementedError
-
-    def align(self, read_codes, read_rc_codes, read_offsets, ref_codes,
-              c_read, c_strand, c_pos, c_lo, c_hi, c_maxe):
+    def extend(self, cands, traceback=False):
         raise NotImplementedError
 
 
@@ -172,10 +173,23 @@ def _convert(value):
 def create(kind, name, **options):
     """Instantiate a plugin by name with keyword options (PluginError on bad ones)."""
     cls = load_class(kind, name)
+    accepted = option_names(cls)
+    unknown = [k for k in options if accepted is not None and k not in accepted]
+    if unknown:
+        takes = ", ".join(sorted(accepted)) or "no options"
+        raise PluginError(f"{kind} {name!r} has no option {unknown[0]!r} (it takes: {takes})")
     try:
         return cls(**options)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise PluginError(f"{kind} {name!r}: {exc}") from None
+
+
+def option_names(cls):
+    """The keyword options a plugin class takes (None when it takes **kwargs)."""
+    params = inspect.signature(cls.__init__).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return None
+    return {n for n, p in params.items() if n != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
 def check_pairs(reads, refs):

@@ -11,6 +11,8 @@ from pymap.errors import InputError
 
 IDENTITY = np.arange(256, dtype=np.uint8)
 CHUNK_BYTES = 8 << 20
+#: the SAM specification's limit on QNAME
+MAX_NAME = 254
 
 
 def _open(path):
@@ -158,10 +160,18 @@ def _parse_fastq(buf, source, first_index, final):
     bad = np.flatnonzero(name_ends == h0 + 1)
     if bad.size:
         raise InputError(f"{source}: record {first_index + bad[0] + 1}: FASTQ header has no name")
+    _check_name_lengths(name_ends - (h0 + 1), source, first_index)
     names, name_offsets = gather_ranges(arr, h0 + 1, name_ends, IDENTITY)
     batch = ReadBatch(codes=codes, offsets=offsets, names=names, name_offsets=name_offsets,
                       quals=quals, first_index=first_index)
     return batch, rest
+
+
+def _check_name_lengths(lengths, source, first_index):
+    bad = np.flatnonzero(lengths > MAX_NAME)
+    if bad.size:
+        raise InputError(f"{source}: record {first_index + bad[0] + 1}: read name of {lengths[bad[0]]} characters "
+                         f"(SAM allows at most {MAX_NAME})")
 
 
 def _parse_fasta(buf, source, first_index, final):
@@ -188,6 +198,7 @@ def _parse_fasta(buf, source, first_index, final):
     np.cumsum(lens, out=offsets[1:])
     codes = ASCII_TO_CODE[np.frombuffer(b"".join(seqs), dtype=np.uint8)]
     nlens = np.array([len(h) for h in heads], dtype=np.int64)
+    _check_name_lengths(nlens, source, first_index)
     name_offsets = np.zeros(len(heads) + 1, np.int64)
     np.cumsum(nlens, out=name_offsets[1:])
     names = np.frombuffer(b"".join(heads), dtype=np.uint8).copy()

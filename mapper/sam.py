@@ -1,12 +1,11 @@
 """SAM/BAM output: the header through pysam, records as text from the Numba formatter."""
 import os
 import sys
-import tempfile
 
 import pysam
 
-from pymap import __version__
-from pymap.errors import InputError
+from pymap import __version__, outfile
+from pymap.errors import InputError, UsageError
 
 
 def make_header(reference, command_line, read_group=None):
@@ -22,25 +21,53 @@ def make_header(reference, command_line, read_group=None):
     return pysam.AlignmentHeader.from_dict(header)
 
 
-class SamWriter:
-    """Writes SAM text to stdout or a file; a path ending in .bam is converted by pysam's samtools."""
+FORMATS = {".sam": "sam", ".sam.gz": "sam.gz", ".sam.bgz": "sam.gz", ".bam": "bam", ".cram": "cram"}
 
-    def __init__(self, path, header):
+
+class SamWriter:
+    """Writes SAM text to stdout, or to a file by its extension: .sam, .sam.gz (BGZF, which
+    samtools and htslib read), .bam, .cram (with the reference). A file is written under a
+    temporary name in the same directory and renamed when complete; a failed run leaves none."""
+
+    @staticmethod
+    def output_format(path):
+        if not path or path == "-":
+            return "sam"
+        low = path.lower()
+        for ext in sorted(FORMATS, key=len, reverse=True):
+            if low.endswith(ext):
+                return FORMATS[ext]
+        raise UsageError(f"{path}: unknown output format (use .sam, .sam.gz, .bam or .cram, or - for stdout)")
+
+    @classmethod
+    def check_path(cls, path):
+        """Raise UsageError before any work when `path` cannot be written."""
+        cls.output_format(path)
+        if path and path != "-":
+            target_dir = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(target_dir) or not os.access(target_dir, os.W_OK):
+                raise UsageError(f"{path}: cannot write (no writable directory {target_dir})")
+
+    def __init__(self, path, header, ref_path=None, threads=1):
         self.path = path
-        self.bam = bool(path) and path.endswith(".bam")
+        self.format = self.output_format(path)
+        self.ref_path = ref_path
+        self.threads = max(1, threads)
+        self.tmp = self.sam_tmp = None
         if not path or path == "-":
             self.fh = sys.stdout.buffer
-            self.tmp = None
         else:
-            target_dir = os.path.dirname(os.path.abspath(path))
+            self.tmp = outfile.temporary(path)
             try:
-                if self.bam:
-                    fd, self.tmp = tempfile.mkstemp(suffix=".sam", dir=target_dir)
-                    self.fh = os.fdopen(fd, "wb")
+                if self.format in ("bam", "cram"):
+                    self.sam_tmp = outfile.temporary(path, ".sam.part")
+                    self.fh = open(self.sam_tmp, "wb")
+                elif self.format == "sam.gz":
+                    self.fh = pysam.BGZFile(self.tmp, "wb")
                 else:
-                    self.tmp = None
-                    self.fh = open(path, "wb")
+                    self.fh = open(self.tmp, "wb")
             except OSError as exc:
+                outfile.discard(self.tmp, self.sam_tmp)
                 raise InputError(f"{path}: cannot write ({exc.strerror})") from None
         self.fh.write(str(header).encode())
 
@@ -52,14 +79,19 @@ class SamWriter:
             self.fh.flush()
             return
         self.fh.close()
-        if self.bam:
-            try:
-                pysam.samtools.view("-b", "-o", self.path, self.tmp, catch_stdout=False)
-            finally:
-                os.unlink(self.tmp)
+        if self.format == "bam":
+            pysam.samtools.view("-@", str(self.threads), "-b", "-o", self.tmp, self.sam_tmp, catch_stdout=False)
+        elif self.format == "cram":
+            pysam.samtools.view("-@", str(self.threads), "-C", "-T", self.ref_path, "-o", self.tmp, self.sam_tmp,
+                                catch_stdout=False)
+        outfile.discard(self.sam_tmp)
+        outfile.publish(self.tmp, self.path)
+        self.tmp = self.sam_tmp = None
 
     def abort(self):
         if self.fh is not sys.stdout.buffer:
-            self.fh.close()
-            if self.tmp:
-                os.unlink(self.tmp)
+            try:
+                self.fh.close()
+            except Exception:  # the run failed already; the partial file is removed below
+                pass
+        outfile.discard(self.tmp, self.sam_tmp)

@@ -63,7 +63,8 @@ def make_pairs(n, length, max_edits, seed=0, random_frac=0.1, indel_frac=0.3):
 def make_candidates(n_pairs, length, max_edits, seed=0, per_read=8, genome=5_000_000):
     """The mapper's filter input: a random reference (mapping codes), reads copied from it with a
     few substitutions, and per_read candidates per read (the true locus, then random loci, both
-    strands). Returns the argument tuple of Filter.filter_candidates."""
+    strands). Returns the pymap.batch.CandidateBatch that Filter.filter_candidates takes."""
+    from pymap.batch import CandidateBatch, ReadBatch
     rng = np.random.default_rng(seed)
     ref = rng.integers(0, 4, genome).astype(np.uint8)
     n_reads = max(1, n_pairs // per_read)
@@ -84,8 +85,10 @@ def make_candidates(n_pairs, length, max_edits, seed=0, per_read=8, genome=5_000
     c_lo = np.zeros(c_read.size, np.int64)
     c_hi = np.full(c_read.size, genome, np.int64)
     c_maxe = np.full(c_read.size, max_edits, np.int32)
-    return (np.ascontiguousarray(codes).reshape(-1), np.ascontiguousarray(rc).reshape(-1), offsets, ref,
-            c_read, c_strand, c_pos, c_lo, c_hi, c_maxe)
+    reads = ReadBatch(codes=np.ascontiguousarray(codes).reshape(-1), offsets=offsets, names=np.empty(0, np.uint8),
+                      name_offsets=np.zeros(n_reads + 1, np.int64), quals=np.empty(0, np.uint8),
+                      rc_codes=np.ascontiguousarray(rc).reshape(-1))
+    return CandidateBatch(reads, ref, c_read, c_strand, c_pos, c_lo, c_hi, c_maxe)
 
 
 def bench_candidates(name, opts, args, device, repeat):
@@ -94,12 +97,11 @@ def bench_candidates(name, opts, args, device, repeat):
     f = _create(name, opts, device=device)
     if f is None:
         return None
-    small = args[:4] + tuple(a[:4096] for a in args[4:])
-    f.filter_candidates(*small)                                  # compile, copy the reference
+    f.filter_candidates(args.take(slice(0, 4096)))              # compile, copy the reference
     best_ft, best_kt, acc = float("inf"), None, None
     for _ in range(repeat):
         t = time.perf_counter()
-        acc, _est = f.filter_candidates(*args)
+        acc, _est = f.filter_candidates(args)
         best_ft = min(best_ft, time.perf_counter() - t)
         kt = getattr(f, "last_kernel_ms", None)
         if kt:

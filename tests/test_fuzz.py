@@ -1,7 +1,7 @@
 """Fuzzing of every input reader: random bytes and mutations of valid files.
 
 The only allowed outcomes of reading FASTQ/FASTA reads (`read_batches`), references
-(`parse_fasta`, `load_reference`), pair files (`api.read_pairs`) and index files
+(`parse_fasta`, `load_reference`), pair files (`pairfile.read_pairs`) and index files
 (`pymap.index.load_index`, the seeder's `load_index`, `api.open_index`) are success or a
 PymapError subclass; anything else (IndexError, ValueError, UnicodeDecodeError, ...) is a bug.
 What a reader accepts must also be self-consistent (offsets, qualities) and independent of the
@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import pymap.reads as reads_mod
-from pymap import api, plugins
+from pymap import api, pairfile, plugins
 from pymap import index as idxfile
 from pymap.errors import PymapError
 from pymap.options import AlignOptions
@@ -241,7 +241,7 @@ def test_load_reference(data):
 def test_read_pairs(data):
     note(f"data={data!r}")
     with tempfile.TemporaryDirectory() as d:
-        res = clean(api.read_pairs, _write(d, "pairs.txt", data))
+        res = clean(pairfile.read_pairs, _write(d, "pairs.txt", data))
     if res is not None:
         groups, n = res
         nos = np.sort(np.concatenate([g[0] for g in groups])) if groups else np.zeros(0, np.int64)

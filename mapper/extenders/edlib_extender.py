@@ -4,6 +4,7 @@ import re
 import edlib
 import numpy as np
 
+from pymap.batch import Alignments
 from pymap.plugins import Extender
 
 # Distinct symbols for N in the read ('N') and in the reference ('n'): N then mismatches everything.
@@ -29,33 +30,27 @@ class EdlibExtender(Extender):
     """Edlib HW (infix) alignment per candidate on the same window (reference extender, slow)."""
     name = "edlib"
 
-    def __init__(self):
-        pass
-
-    def _run(self, read_codes, read_rc_codes, read_offsets, ref_codes,
-             c_read, c_strand, c_pos, c_lo, c_hi, c_maxe, want_cigar):
-        n = len(c_read)
+    def extend(self, cands, traceback=False):
+        n = len(cands)
         dist = np.full(n, -1, np.int32)
         start = np.full(n, -1, np.int64)
         ops = []
         counts = np.zeros(n, np.int64)
-        if read_rc_codes is None:
-            from pymap.kernels.encoding import reverse_complement_batch
-            read_rc_codes = reverse_complement_batch(np.ascontiguousarray(read_codes, np.uint8),
-                                                     np.ascontiguousarray(read_offsets, np.int64))
-        fwd = _READ_ASCII[read_codes].tobytes()
-        rev = _READ_ASCII[read_rc_codes].tobytes()
-        offsets = np.asarray(read_offsets, np.int64)
-        task = "path" if want_cigar else "locations"
+        reads, ref_codes = cands.reads, cands.ref_codes
+        fwd = _READ_ASCII[reads.codes].tobytes()
+        rev = _READ_ASCII[reads.rc_codes].tobytes()
+        offsets = reads.offsets
+        task = "path" if traceback else "locations"
+        # Edlib is called once per candidate: this is the slow reference extender, not a hot path
         for i in range(n):
-            r = int(c_read[i])
+            r = int(cands.read[i])
             a, b = int(offsets[r]), int(offsets[r + 1])
             L = b - a
-            pos, e = int(c_pos[i]), int(c_maxe[i])
-            lo, hi = max(int(c_lo[i]), pos - e), min(int(c_hi[i]), pos + L + e)
+            pos, e = int(cands.pos[i]), int(cands.max_edits[i])
+            lo, hi = max(int(cands.lo[i]), pos - e), min(int(cands.hi[i]), pos + L + e)
             if e < 0 or hi - lo < L - e or hi < lo:
                 continue
-            query = (rev if c_strand[i] else fwd)[a:b]
+            query = (rev if cands.strand[i] else fwd)[a:b]
             target = _REF_ASCII[ref_codes[lo:hi]].tobytes()
             res = edlib.align(query, target, mode="HW", task=task, k=e)
             d = res["editDistance"]
@@ -69,25 +64,17 @@ class EdlibExtender(Extender):
                 s = t + 1
             dist[i] = d
             start[i] = lo + s
-            if want_cigar:
+            if traceback:
                 cig = res["cigar"]
                 if best != 0:
                     cig = edlib.align(query, target[s:t + 1], mode="NW", task="path")["cigar"]
                 conv = _convert_cigar(cig)
                 ops.extend(conv)
                 counts[i] = len(conv)
-        if not want_cigar:
-            return dist, start
-        cigar_offsets = np.zeros(n + 1, np.int64)
-        np.cumsum(counts, out=cigar_offsets[1:])
-        return dist, start, np.array(ops, dtype=np.uint32), cigar_offsets
-
-    def distances(self, read_codes, read_rc_codes, read_offsets, ref_codes,
-                  c_read, c_strand, c_pos, c_lo, c_hi, c_maxe):
-        return self._run(read_codes, read_rc_codes, read_offsets, ref_codes,
-                         c_read, c_strand, c_pos, c_lo, c_hi, c_maxe, False)
-
-    def align(self, read_codes, read_rc_codes, read_offsets, ref_codes,
-              c_read, c_strand, c_pos, c_lo, c_hi, c_maxe):
-        return self._run(read_codes, read_rc_codes, read_offsets, ref_codes,
-                         c_read, c_strand, c_pos, c_lo, c_hi, c_maxe, True)
+        cigar = cigar_offsets = None
+        if traceback:
+            cigar_offsets = np.zeros(n + 1, np.int64)
+            np.cumsum(counts, out=cigar_offsets[1:])
+            cigar = np.array(ops, dtype=np.uint32)
+        return Alignments(found=dist >= 0, score=-dist, edits=dist, start=start, cigar=cigar,
+                          cigar_offsets=cigar_offsets)
