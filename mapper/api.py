@@ -102,6 +102,10 @@ def open_index(seeder, reference, ref_path, index_path=None, save=True):
             _log(f"index saved to {path}")
         except OSError as exc:
             _log(f"index not saved ({path}: {exc.strerror}); it will be rebuilt next time")
+        else:
+            # map with the saved (memory-mapped) index, as every later run does: the same arrays,
+            # the same compiled kernels, and the saved file checked once
+            return seeder.load_index(path, reference)
     return index
 
 

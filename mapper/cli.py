@@ -5,7 +5,7 @@ import os
 import shlex
 import sys
 
-from pymap import __version__, api, outfile, plugins
+from pymap import __version__, api, jitcache, outfile, plugins
 from pymap.errors import PymapError, UsageError
 from pymap.options import DEFAULT_MAX_EDITS, AlignOptions
 
@@ -130,6 +130,8 @@ def _output(path):
 
 
 def run(args, argv):
+    if args.command in ("index", "align", "candidates", "filter"):
+        jitcache.announce_compiles()
     if args.command == "index":
         api.set_threads(args.threads)
         api.build_index(args.reference, args.seeder, plugins.parse_options(args.seeder_opt), args.output)

@@ -186,6 +186,8 @@ def create(kind, name, **options):
 
 def option_names(cls):
     """The keyword options a plugin class takes (None when it takes **kwargs)."""
+    if cls.__init__ is object.__init__:
+        return set()
     params = inspect.signature(cls.__init__).parameters
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return None

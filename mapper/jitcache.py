@@ -1,0 +1,54 @@
+"""Where Numba keeps pymap's compiled kernels, and a notice when a run has to compile them.
+
+Unless NUMBA_CACHE_DIR is set, the cache lives in the user's cache directory
+($XDG_CACHE_HOME/pymap/numba, or ~/.cache/pymap/numba): writable by a plain user whatever owns the
+installed package, and not removed by `pip uninstall`. Numba keys each entry by its source file's
+path and time stamp, so a reinstall compiles once more."""
+import os
+import sys
+
+
+def cache_dir():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "pymap", "numba")
+
+
+def configure():
+    """Point Numba's cache at cache_dir() unless the user chose one (call before compiling)."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    path = cache_dir()
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        return                       # Numba falls back to its own locations
+    os.environ["NUMBA_CACHE_DIR"] = path
+    if "numba" in sys.modules:       # imported before pymap: its config has read the environment
+        sys.modules["numba"].config.CACHE_DIR = path
+
+
+_announcing = False
+
+
+def announce_compiles(stream=None):
+    """Print one line when the first kernel of this process has to be compiled (not loaded)."""
+    global _announcing
+    if _announcing:
+        return
+    _announcing = True
+    from numba.core import event
+
+    class _Notice(event.Listener):
+        said = False
+
+        def on_start(self, ev):
+            if not self.said:
+                self.said = True
+                where = os.environ.get("NUMBA_CACHE_DIR") or "next to the package"
+                print(f"[pymap] compiling kernels, once: this run takes longer (cache: {where})",
+                      file=stream or sys.stderr, flush=True)
+
+        def on_end(self, ev):
+            pass
+
+    event.register("numba:compile", _Notice())
