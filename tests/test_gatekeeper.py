@@ -444,12 +444,22 @@ def make_candidates(seed, n_reads=12, n_cand=120):
     return codes, rc, offsets, ref, c_read, c_strand, c_pos, c_lo, c_hi, c_maxe
 
 
+def as_batch(args):
+    """make_candidates' arrays as the CandidateBatch that Filter.filter_candidates takes."""
+    from pymap.batch import CandidateBatch, ReadBatch
+    codes, rc, offsets, ref = args[:4]
+    n = offsets.shape[0] - 1
+    reads = ReadBatch(codes=codes, offsets=offsets, names=np.empty(0, np.uint8),
+                      name_offsets=np.zeros(n + 1, np.int64), quals=np.empty(0, np.uint8), rc_codes=rc)
+    return CandidateBatch(reads, ref, *args[4:])
+
+
 def test_cpu_candidate_path_matches_the_host_cut():
     args = make_candidates(1)
     for name, kw in [("gatekeeper-gpu", {}), ("gatekeeper-gpu", {"ends": "full"}), ("gatekeeper", {})]:
         f = create("filter", name, device="cpu", **kw)
-        acc, est = f.filter_candidates(*args)
-        acc0, est0 = Filter.filter_candidates(f, *args)
+        acc, est = f.filter_candidates(as_batch(args))
+        acc0, est0 = Filter.filter_candidates(f, as_batch(args))
         assert (est == est0).all() and (acc == acc0).all()
         assert (est == -2).any() and (est == -1).any() and (est >= 0).any()
 
@@ -486,8 +496,8 @@ SIM_SCRIPT = textwrap.dedent(r'''
     args = T.make_candidates(2, n_reads=8, n_cand=60)
     for name, kw in [("gatekeeper-gpu", {}), ("gatekeeper", {}), ("gatekeeper-gpu", {"ends": "full"})]:
         f = create("filter", name, device="gpu", **kw)
-        acc, est = f.filter_candidates(*args)
-        acc0, est0 = Filter.filter_candidates(create("filter", name, device="cpu", **kw), *args)
+        acc, est = f.filter_candidates(T.as_batch(args))
+        acc0, est0 = Filter.filter_candidates(create("filter", name, device="cpu", **kw), T.as_batch(args))
         out["candidates"] += len(est)
         if not (np.array_equal(est, est0) and np.array_equal(acc, acc0)):
             out["mismatch"].append([name, "candidates", est.tolist(), est0.tolist()])
@@ -496,8 +506,8 @@ SIM_SCRIPT = textwrap.dedent(r'''
         keep = lens == lens[0]
         one = (args[:4] + tuple(np.ascontiguousarray(x[keep]) for x in args[4:9])
                + (np.full(int(keep.sum()), 5, np.int32),))
-        acc, est = f.filter_candidates(*one)
-        acc0, est0 = Filter.filter_candidates(create("filter", name, device="cpu", **kw), *one)
+        acc, est = f.filter_candidates(T.as_batch(one))
+        acc0, est0 = Filter.filter_candidates(create("filter", name, device="cpu", **kw), T.as_batch(one))
         out["candidates"] += len(est)
         if not np.array_equal(est, est0):
             out["mismatch"].append([name, "candidates, one key", est.tolist(), est0.tolist()])
