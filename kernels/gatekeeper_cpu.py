@@ -22,6 +22,8 @@ The equivalence with the literal algorithm is checked pair by pair in tests/test
 Base codes here are A=0, C=1, G=3, T=2 ((ASCII >> 1) & 3), a relabelling of the spec's A=0 C=1 G=2 T=3
 that keeps A=0 (the padding value) and gives the same mismatch bits, since mismatches only test equality.
 """
+import functools
+
 import numpy as np
 from numba import njit, prange
 
@@ -78,7 +80,7 @@ def mask_words(length):
     return ((length + 15) // 16 + 1) // 2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _popcount(x):
     x = x - ((x >> _ONE) & _M1)
     x = (x & _M2) + ((x >> _U(2)) & _M2)
@@ -86,7 +88,7 @@ def _popcount(x):
     return np.int64((x * _H01) >> _U(56))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _fill(x):
     """Step 5 inside each 32-bit half (the LUT window pass), then the cross test of the two halves."""
     nx = ~x
@@ -103,7 +105,7 @@ def _fill(x):
     return x
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _slot_bits(u, a, b):
     """Bits of plane word u for slots [a, b)."""
     lo = a - 64 * u
@@ -173,7 +175,7 @@ def _and_mask(rh, rl, fh, fl, acc, nw, lastmask, shift, left, ea, eb):
     acc[nw - 1] &= prev
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _count_errors(x):
     """Step 7 count of a final mask word (sixteen 4-bit nibbles): 0 for 0000; 2 for 0101, 0110,
     1001, 1010, 1011, 1101; 1 for the other non-zero nibbles."""
@@ -184,7 +186,7 @@ def _count_errors(x):
     return _popcount((a | b | c | x) & _NIB1) + _popcount(two)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _mask_params(k, length, nmask, mode, left):
     """Slots [a, b) forced to 1 in D_k (left False) or I_k (left True) after the amendment."""
     if mode == MODE_PUBLISHED:
@@ -201,14 +203,17 @@ def _mask_params(k, length, nmask, mode, left):
     return a, b
 
 
-@njit(cache=True)
+@functools.lru_cache(maxsize=64)
 def make_plan(length, max_edits, mode):
     """Per-(L, E, mode) tables for the lanes of the vectorised D_k / I_k loop. Lane j < 2E is
     D_{j//2+1} (even j) or I_{j//2+1} (odd j); lanes are padded to a multiple of 8 with lanes that
     AND as all ones. Returns (shift[nl], insertion[nl] (all ones for I lanes), extra[nw, nl], pad[nl]):
-    extra holds the bits step 6 (or ends=full) forces to 1 in each plane word."""
+    extra holds the bits step 6 (or ends=full) forces to 1 in each plane word.
+    Plain Python (cached, read-only arrays): the kernels take the tables as arguments."""
+    length = int(length)
+    e = int(max_edits)
+    mode = int(mode)
     nw = (length + 63) // 64
-    e = max_edits
     nl = max(8, (2 * e + 7) // 8 * 8)
     shift = np.ones(nl, np.uint64)         # padding lanes: any valid shift
     ins = np.zeros(nl, np.uint64)
@@ -221,10 +226,12 @@ def make_plan(length, max_edits, mode):
         shift[j] = min(k, 63)
         ins[j] = _ALL if left else _U(0)
         pad[j] = 0
-        a, b = _mask_params(k, length, nmask, mode, left)
+        a, b = _mask_params.py_func(k, length, nmask, mode, left)
         for u in range(nw):
             if b > a:
-                extra[u, j] = _slot_bits(u, a, b)
+                extra[u, j] = _slot_bits.py_func(u, a, b)
+    for t in (shift, ins, extra, pad):
+        t.flags.writeable = False
     return shift, ins, extra, pad
 
 
@@ -310,7 +317,7 @@ def gatekeeper_core(rh, rl, fh, fl, acc, prev, nw, length, max_edits, mode, shif
     return np.int32(REJECT)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _chunk_planes(x):
     """8 ASCII bases (little-endian uint64) -> (hi plane byte, lo plane byte, nonzero if invalid);
     the first base goes to the most significant bit of each byte."""
@@ -386,10 +393,7 @@ _CHUNK = 256
 
 
 @njit(cache=True, parallel=True)
-def filter_ascii_pairs(reads, refs, max_edits, mode, estimate):
-    """GateKeeper on ASCII pairs: reads, refs C-contiguous uint8 (n, L); fills estimate int32[n]
-    (estimate, REJECT or UNDEFINED). mode: MODE_PUBLISHED, MODE_NONE or MODE_FULL. Parallel over
-    chunks of pairs (prange), scratch allocated once per chunk."""
+def _filter_ascii_pairs(reads, refs, max_edits, mode, shift, ins, extra, pad, estimate):
     n = reads.shape[0]
     length = reads.shape[1]
     nw = (length + 63) // 64
@@ -397,9 +401,10 @@ def filter_ascii_pairs(reads, refs, max_edits, mode, estimate):
     ff = refs.reshape(-1)
     vr = _u64_views(fr)
     vf = _u64_views(ff)
-    shift, ins, extra, pad = make_plan(length, max_edits, mode)
     nchunks = (n + _CHUNK - 1) // _CHUNK
     for ch in prange(nchunks):
+        # the chunk loop stays in the prange body: Numba compiles that body with noalias arrays, which
+        # this loop needs for its speed (a separate chunk function, as for candidates, runs ~1.5x slower)
         s = np.zeros((5, nw + 2), np.uint64)
         rh = s[0]
         rl = s[1]
@@ -418,58 +423,88 @@ def filter_ascii_pairs(reads, refs, max_edits, mode, estimate):
                 estimate[i] = UNDEFINED
 
 
+def filter_ascii_pairs(reads, refs, max_edits, mode, estimate):
+    """GateKeeper on ASCII pairs: reads, refs C-contiguous uint8 (n, L); fills estimate int32[n]
+    (estimate, REJECT or UNDEFINED). mode: MODE_PUBLISHED, MODE_NONE or MODE_FULL. Parallel over
+    chunks of pairs (prange), scratch allocated once per chunk."""
+    shift, ins, extra, pad = make_plan(reads.shape[1], max_edits, mode)
+    _filter_ascii_pairs(reads, refs, np.int64(max_edits), np.int64(mode), shift, ins, extra, pad, estimate)
+
+
+@njit(cache=True, nogil=True)
+def _codes_chunk(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, idx,
+                 t0, t1, length, max_edits, mode, shift, ins, extra, pad, estimate):
+    """filter_code_candidates for idx[t0:t1] (one prange chunk, with its own scratch)."""
+    nw = (length + 63) // 64
+    s = np.zeros((5, nw + 2), np.uint64)
+    rh = s[0]
+    rl = s[1]
+    fh = s[2]
+    fl = s[3]
+    acc = s[4]
+    prev = np.empty(shift.shape[0], np.uint64)
+    for t in range(t0, t1):
+        i = idx[t]
+        src = rc_codes if c_strand[i] else read_codes
+        a = read_offsets[c_read[i]]
+        pos = c_pos[i]
+        # the reference outside [lo, hi) reads as N, which makes the pair undefined
+        ok = pos >= c_lo[i] and pos + length <= c_hi[i]
+        if ok:
+            for u in range(nw):                     # one plane word (64 slots) at a time
+                j0 = 64 * u
+                j1 = min(length, j0 + 64)
+                h1 = _U(0)
+                l1 = _U(0)
+                h2 = _U(0)
+                l2 = _U(0)
+                m = 0
+                for j in range(j0, j1):
+                    c = src[a + j]
+                    g = ref_codes[pos + j]
+                    m |= c | g
+                    h1 = (h1 << _ONE) | _U(c >> 1)
+                    l1 = (l1 << _ONE) | _U(c & 1)
+                    h2 = (h2 << _ONE) | _U(g >> 1)
+                    l2 = (l2 << _ONE) | _U(g & 1)
+                if m > 3:                           # an N (code 4) on either side
+                    ok = False
+                    break
+                sh = _U(64 - (j1 - j0))             # 0..63: the first slot at bit 63
+                rh[u + 1] = h1 << sh
+                rl[u + 1] = l1 << sh
+                fh[u + 1] = h2 << sh
+                fl[u + 1] = l2 << sh
+        if ok:
+            estimate[i] = gatekeeper_core(rh, rl, fh, fl, acc, prev, nw, length, max_edits, mode,
+                                          shift, ins, extra, pad)
+        else:
+            estimate[i] = UNDEFINED
+
+
 @njit(cache=True, parallel=True)
+def _filter_code_candidates(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos,
+                            c_lo, c_hi, idx, length, max_edits, mode, shift, ins, extra, pad, estimate):
+    n = idx.shape[0]
+    nchunks = (n + _CHUNK - 1) // _CHUNK
+    for ch in prange(nchunks):
+        _codes_chunk(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, idx,
+                     ch * _CHUNK, min(n, (ch + 1) * _CHUNK), length, max_edits, mode, shift, ins, extra, pad,
+                     estimate)
+
+
 def filter_code_candidates(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos,
                            c_lo, c_hi, idx, length, max_edits, mode, estimate):
     """GateKeeper on mapper candidates idx (all of read length `length` and threshold max_edits),
     reading mapping codes (0..3, 4 = N) straight from the batch and the global reference; the
     reference outside [c_lo, c_hi) reads as N. Writes estimate[idx[j]]. Parallel over chunks."""
-    nw = (length + 63) // 64
-    n = idx.shape[0]
     shift, ins, extra, pad = make_plan(length, max_edits, mode)
-    nchunks = (n + _CHUNK - 1) // _CHUNK
-    for ch in prange(nchunks):
-        s = np.zeros((5, nw + 2), np.uint64)
-        rh = s[0]
-        rl = s[1]
-        fh = s[2]
-        fl = s[3]
-        acc = s[4]
-        prev = np.empty(shift.shape[0], np.uint64)
-        for t in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
-            i = idx[t]
-            src = rc_codes if c_strand[i] else read_codes
-            a = read_offsets[c_read[i]]
-            pos = c_pos[i]
-            lo_b = c_lo[i]
-            hi_b = c_hi[i]
-            bad = False
-            for u in range(1, nw + 1):
-                rh[u] = 0
-                rl[u] = 0
-                fh[u] = 0
-                fl[u] = 0
-            for j in range(length):
-                c = src[a + j]
-                q = pos + j
-                g = ref_codes[q] if (q >= lo_b and q < hi_b) else np.uint8(4)
-                if c > 3 or g > 3:
-                    bad = True
-                    break
-                u = (j >> 6) + 1
-                sh = _U(63 - (j & 63))
-                rh[u] |= _U(c >> 1) << sh
-                rl[u] |= _U(c & 1) << sh
-                fh[u] |= _U(g >> 1) << sh
-                fl[u] |= _U(g & 1) << sh
-            if bad:
-                estimate[i] = UNDEFINED
-            else:
-                estimate[i] = gatekeeper_core(rh, rl, fh, fl, acc, prev, nw, length, max_edits, mode,
-                                              shift, ins, extra, pad)
+    _filter_code_candidates(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi,
+                            idx, np.int64(length), np.int64(max_edits), np.int64(mode), shift, ins, extra, pad,
+                            estimate)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _spread16(x):
     """16 bits -> 32: bit i goes to bit 2 i."""
     x = (x | (x << _U(8))) & _U(0x00FF00FF)

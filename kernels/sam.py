@@ -1,4 +1,12 @@
-"""SAM text records for a batch, formatted in Numba (the header and BAM go through pysam)."""
+"""SAM text records for a batch, formatted in Numba (the header and BAM go through pysam).
+
+Two passes over the records share one compiled kernel: the first formats into an empty buffer and
+only measures each record, the second writes every record at its offset. The writers store a byte
+only where it lies inside the buffer, so the measuring pass writes nothing.
+
+For compile time: every helper is compiled once, for one set of argument types (characters as
+uint8, integers as int64, no literal arguments, which Numba would compile once per value).
+"""
 import numpy as np
 from numba import njit, prange
 
@@ -8,173 +16,275 @@ BASES = np.frombuffer(b"ACGTN", dtype=np.uint8).copy()
 REASONS = ("", "no_seed_hit", "over_max_edits", "too_short", "too_long", "too_many_n")
 REASON_BYTES = np.frombuffer(b"".join(r.encode().ljust(16, b"\0") for r in REASONS), dtype=np.uint8).copy()
 
+# characters (np.uint8, so that Numba types them as uint8 rather than as literals)
+_TAB = np.uint8(9)
+_NL = np.uint8(10)
+_STAR = np.uint8(42)
+_MINUS = np.uint8(45)
+_CARET = np.uint8(94)
 
-@njit(cache=True, nogil=True, inline="always")
-def _put(buf, p, c, write):
-    if write:
+# fixed texts: TEXT[a:b] for the (a, b) below (np.int64 for the same reason); the kernel takes TEXT
+# as an argument (a global array would be typed read-only, a second type for _put_bytes)
+TEXT = np.concatenate([np.frombuffer(b"*\t0\t0\t*\t*\t0\t0\t"   # unmapped: RNAME POS MAPQ CIGAR RNEXT PNEXT TLEN
+                                     b"\t*\t0\t0\t"              # mapped: RNEXT PNEXT TLEN
+                                     b"\tNM:i:\tMD:Z:\tAS:i:\tXS:i:\tYU:Z:\tRG:Z:", dtype=np.uint8),
+                       REASON_BYTES])
+_UNMAPPED = np.int64(0)
+_MATE = np.int64(14)
+_NM = np.int64(21)
+_MD = np.int64(27)
+_AS = np.int64(33)
+_XS = np.int64(39)
+_YU = np.int64(45)
+_RG = np.int64(51)
+_TAG = np.int64(6)             # each tag text: TAB X X : T :
+_REASON = np.int64(57)         # REASON_BYTES
+
+# CIGAR op codes (BAM order MIDNSHP=X)
+_OP_M, _OP_I, _OP_D, _OP_N, _OP_S, _OP_EQ, _OP_X = 0, 1, 2, 3, 4, 7, 8
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _put(buf, p, c):
+    """Write the byte c at p (when p is inside buf); returns p + 1."""
+    if p < buf.shape[0]:
         buf[p] = c
     return p + 1
 
 
-@njit(cache=True, nogil=True)
-def _put_int(buf, p, v, write):
-    if v < 0:
-        p = _put(buf, p, 45, write)
+@njit(cache=True, nogil=True, _nrt=False)
+def _put_bytes(buf, p, src, a, b):
+    """Write src[a:b] at p; returns the end."""
+    n = b - a
+    if p + n <= buf.shape[0]:
+        out = buf[p:p + n]              # views indexed from 0: no negative-index wraparound
+        s = src[a:b]
+        for k in range(n):
+            out[k] = s[k]
+    return p + n
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _put_int(buf, p, v):
+    """Write the int64 v in decimal at p; returns the end."""
+    neg = v < 0
+    if neg:
         v = -v
-    digits = 1
+    digits = 1 + neg
     t = v
     while t >= 10:
         t //= 10
         digits += 1
-    if write:
-        for k in range(digits - 1, -1, -1):
+    if p + digits <= buf.shape[0]:
+        if neg:
+            buf[p] = _MINUS
+        for k in range(digits - 1, neg - 1, -1):
             buf[p + k] = 48 + v % 10
             v //= 10
     return p + digits
 
 
-@njit(cache=True, nogil=True)
-def _put_bytes(buf, p, src, a, b, write):
-    if write:
-        for k in range(a, b):
-            buf[p + k - a] = src[k]
-    return p + (b - a)
+@njit(cache=True, nogil=True, _nrt=False)
+def _put_seq(buf, p, src, a, n, rev, quals, has_quals):
+    """SEQ and QUAL of a read src[a:a+n] (quals[a:a+n]): SEQ from the codes, QUAL reversed when rev
+    (reverse strand: src is then the reverse complement already); '*' for an empty read and for a
+    read without qualities."""
+    if n == 0:
+        p = _put(buf, p, _STAR)
+    else:
+        if p + n <= buf.shape[0]:
+            # views indexed from 0: no negative-index wraparound in the loops
+            out = buf[p:p + n]
+            s = src[a:a + n]
+            for k in range(n):
+                out[k] = BASES[s[k]]
+        p += n
+    p = _put(buf, p, _TAB)
+    if n == 0 or not has_quals:
+        return _put(buf, p, _STAR)
+    if p + n <= buf.shape[0]:
+        if rev:
+            out = buf[p:p + n]
+            qv = quals[a:a + n]
+            for k in range(n):
+                out[k] = qv[n - 1 - k]
+        else:
+            out = buf[p:p + n]
+            qv = quals[a:a + n]
+            for k in range(n):
+                out[k] = qv[k]
+    return p + n
 
 
-@njit(cache=True, nogil=True)
-def _put_tag(buf, p, c1, c2, t, write):
-    p = _put(buf, p, 9, write)
-    p = _put(buf, p, c1, write)
-    p = _put(buf, p, c2, write)
-    p = _put(buf, p, 58, write)
-    p = _put(buf, p, t, write)
-    return _put(buf, p, 58, write)
+@njit(cache=True, nogil=True, _nrt=False)
+def _put_md(buf, p, cigar, c0, c1, ref_codes, start, src, a):
+    """The MD:Z value of an alignment at p: CIGAR cigar[c0:c1], first aligned base at reference
+    start and read base src[a]. Returns (end, NM). S consumes read bases only and, like I, adds
+    nothing to MD; N skips reference; M/=/X compare: a pair that is not a match of two of ACGT is a
+    mismatch, N included (as in samtools calmd); D writes ^ and the deleted bases.
+    NM = mismatches + inserted + deleted bases (clipped bases are not counted)."""
+    nm = 0
+    run = 0
+    q = start
+    j = a
+    for k in range(c0, c1):
+        n = np.int64(cigar[k] >> 4)
+        op = cigar[k] & 15
+        if op == _OP_M or op == _OP_EQ or op == _OP_X:
+            rv = ref_codes[q:q + n]
+            sv = src[j:j + n]
+            for t in range(n):
+                rc = rv[t]
+                if rc == sv[t] and rc < 4:
+                    run += 1
+                else:
+                    p = _put_int(buf, p, np.int64(run))
+                    p = _put(buf, p, BASES[rc])
+                    run = 0
+                    nm += 1
+            q += n
+            j += n
+        elif op == _OP_I:
+            nm += n
+            j += n
+        elif op == _OP_S:
+            j += n
+        elif op == _OP_D:
+            p = _put_int(buf, p, np.int64(run))
+            p = _put(buf, p, _CARET)
+            for t in range(n):
+                p = _put(buf, p, BASES[ref_codes[q + t]])
+            run = 0
+            nm += n
+            q += n
+        elif op == _OP_N:
+            q += n
+    return _put_int(buf, p, np.int64(run)), nm
 
 
-@njit(cache=True, nogil=True)
-def _record(buf, p, write, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, r,
+@njit(cache=True, nogil=True, _nrt=False)
+def _record(buf, p, measure, nms, text, r, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_sub,
             names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
             ctg_names, ctg_name_offsets, ctg_offsets,
-            h_strand, h_start, h_dist, h_sub, cigar, cigar_offsets, rg):
+            h_strand, h_start, h_dist, cigar, cigar_offsets, rg):
+    """Record r at buf[p:]; returns its end (after the newline). measure: buf is empty, the call only
+    measures the record, and stores the NM of an aligned record in nms[r] for the writing call."""
     read = rec_read[r]
     flag = rec_flag[r]
     h = rec_hit[r]
-    p = _put_bytes(buf, p, names, name_offsets[read], name_offsets[read + 1], write)
-    p = _put(buf, p, 9, write)
-    p = _put_int(buf, p, flag, write)
-    p = _put(buf, p, 9, write)
+    has_quals = quals.shape[0] > 0
+    rev = False
+    if h >= 0:
+        rev = h_strand[h] == 1
+    src = rc_codes if rev else codes
+    p = _put_bytes(buf, p, names, name_offsets[read], name_offsets[read + 1])
+    p = _put(buf, p, _TAB)
+    p = _put_int(buf, p, flag)
+    p = _put(buf, p, _TAB)
     a = offsets[read]
-    L = offsets[read + 1] - a
+    n = offsets[read + 1] - a
     if h < 0:
-        for c in (42, 9, 48, 9, 48, 9, 42, 9, 42, 9, 48, 9, 48, 9):  # * 0 0 * * 0 0
-            p = _put(buf, p, c, write)
-        for k in range(L):
-            p = _put(buf, p, BASES[codes[a + k]], write)
-        p = _put(buf, p, 9, write)
-        if quals.shape[0] > 0 and L > 0:
-            p = _put_bytes(buf, p, quals, a, a + L, write)
-        else:
-            p = _put(buf, p, 42, write)
+        p = _put_bytes(buf, p, text, _UNMAPPED, _MATE)
+        p = _put_seq(buf, p, src, a, n, rev, quals, has_quals)
         reason = rec_reason[r]
         if reason > 0:
-            p = _put_tag(buf, p, 89, 85, 90, write)  # YU:Z:
-            k = reason * 16
-            while REASON_BYTES[k] != 0:
-                p = _put(buf, p, REASON_BYTES[k], write)
+            p = _put_bytes(buf, p, text, _YU, _YU + _TAG)
+            k0 = _REASON + reason * 16
+            k = k0
+            while text[k] != 0:
                 k += 1
+            p = _put_bytes(buf, p, text, k0, k)
     else:
         start = h_start[h]
         ctg = np.searchsorted(ctg_offsets, start, side="right") - 1
-        p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[ctg], ctg_name_offsets[ctg + 1], write)
-        p = _put(buf, p, 9, write)
-        p = _put_int(buf, p, start - ctg_offsets[ctg] + 1, write)
-        p = _put(buf, p, 9, write)
-        p = _put_int(buf, p, rec_mapq[r], write)
-        p = _put(buf, p, 9, write)
-        for k in range(cigar_offsets[r], cigar_offsets[r + 1]):
-            p = _put_int(buf, p, cigar[k] >> 4, write)
-            p = _put(buf, p, CIGAR_CHARS[cigar[k] & 15], write)
-        for c in (9, 42, 9, 48, 9, 48, 9):
-            p = _put(buf, p, c, write)
-        rev = h_strand[h] == 1
-        secondary = (flag & 256) != 0
-        if secondary:
-            p = _put(buf, p, 42, write)
-            p = _put(buf, p, 9, write)
-            p = _put(buf, p, 42, write)
+        p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[ctg], ctg_name_offsets[ctg + 1])
+        p = _put(buf, p, _TAB)
+        p = _put_int(buf, p, start - ctg_offsets[ctg] + 1)
+        p = _put(buf, p, _TAB)
+        p = _put_int(buf, p, rec_mapq[r])
+        p = _put(buf, p, _TAB)
+        c0 = cigar_offsets[r]
+        c1 = cigar_offsets[r + 1]
+        if c1 == c0:
+            p = _put(buf, p, _STAR)
+        for k in range(c0, c1):
+            p = _put_int(buf, p, np.int64(cigar[k] >> 4))
+            p = _put(buf, p, CIGAR_CHARS[cigar[k] & 15])
+        p = _put_bytes(buf, p, text, _MATE, _NM)
+        if (flag & 256) != 0:                   # secondary: SEQ and QUAL are on the primary
+            p = _put(buf, p, _STAR)
+            p = _put(buf, p, _TAB)
+            p = _put(buf, p, _STAR)
         else:
-            src = rc_codes if rev else codes
-            for k in range(L):
-                p = _put(buf, p, BASES[src[a + k]], write)
-            p = _put(buf, p, 9, write)
-            if quals.shape[0] > 0 and L > 0:
-                for k in range(L):
-                    p = _put(buf, p, quals[a + L - 1 - k] if rev else quals[a + k], write)
-            else:
-                p = _put(buf, p, 42, write)
-        p = _put_tag(buf, p, 78, 77, 105, write)  # NM:i:
-        p = _put_int(buf, p, h_dist[h], write)
-        p = _put_tag(buf, p, 77, 68, 90, write)  # MD:Z:
-        src = rc_codes if rev else codes
-        run = 0
-        q = start
-        j = a
-        for k in range(cigar_offsets[r], cigar_offsets[r + 1]):
-            n = cigar[k] >> 4
-            op = cigar[k] & 15
-            if op == 0 or op == 7 or op == 8:
-                for t in range(n):
-                    rc = ref_codes[q + t]
-                    if rc == src[j + t] and rc < 4:
-                        run += 1
-                    else:
-                        p = _put_int(buf, p, run, write)
-                        p = _put(buf, p, BASES[rc], write)
-                        run = 0
-                q += n
-                j += n
-            elif op == 1:
-                j += n
-            elif op == 2:
-                p = _put_int(buf, p, run, write)
-                p = _put(buf, p, 94, write)
-                for t in range(n):
-                    p = _put(buf, p, BASES[ref_codes[q + t]], write)
-                run = 0
-                q += n
-        p = _put_int(buf, p, run, write)
-        p = _put_tag(buf, p, 65, 83, 105, write)  # AS:i:
-        p = _put_int(buf, p, -h_dist[h], write)
-        if h_sub[r] >= 0:
-            p = _put_tag(buf, p, 88, 83, 105, write)  # XS:i:
-            p = _put_int(buf, p, -h_sub[r], write)
+            p = _put_seq(buf, p, src, a, n, rev, quals, has_quals)
+        if measure:                             # the same size, written in another order
+            p, nm = _put_md(buf, p, cigar, c0, c1, ref_codes, start, src, a)
+            nms[r] = nm
+            p = _put_int(buf, p + 2 * _TAG, nm)
+        else:
+            p = _put_bytes(buf, p, text, _NM, _NM + _TAG)
+            p = _put_int(buf, p, nms[r])
+            p = _put_bytes(buf, p, text, _MD, _MD + _TAG)
+            p, nm = _put_md(buf, p, cigar, c0, c1, ref_codes, start, src, a)
+        p = _put_bytes(buf, p, text, _AS, _AS + _TAG)
+        p = _put_int(buf, p, -np.int64(h_dist[h]))
+        if rec_sub[r] >= 0:
+            p = _put_bytes(buf, p, text, _XS, _XS + _TAG)
+            p = _put_int(buf, p, -np.int64(rec_sub[r]))
     if rg.shape[0] > 0:
-        p = _put_tag(buf, p, 82, 71, 90, write)  # RG:Z:
-        p = _put_bytes(buf, p, rg, 0, rg.shape[0], write)
-    return _put(buf, p, 10, write)
+        p = _put_bytes(buf, p, text, _RG, _RG + _TAG)
+        p = _put_bytes(buf, p, rg, np.int64(0), np.int64(rg.shape[0]))
+    return _put(buf, p, _NL)
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@njit(cache=True, nogil=True, parallel=True)
+def _format(buf, ends, nms, text, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_sub,
+            names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
+            ctg_names, ctg_name_offsets, ctg_offsets,
+            h_strand, h_start, h_dist, cigar, cigar_offsets, rg):
+    """With an empty buf: ends[r + 1] = size of record r (and nms[r] its NM). Otherwise (ends = the
+    records' end offsets, ends[0] = 0) writes record r at buf[ends[r]:ends[r + 1]]."""
+    measure = buf.shape[0] == 0
+    for r in prange(rec_read.shape[0]):
+        e = _record(buf, 0 if measure else ends[r], measure, nms, text, np.int64(r), rec_read, rec_flag, rec_hit, rec_mapq, rec_reason,
+                    rec_sub, names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
+                    ctg_names, ctg_name_offsets, ctg_offsets, h_strand, h_start, h_dist, cigar,
+                    cigar_offsets, rg)
+        if measure:
+            ends[r + 1] = e
+
+
+def _i64(a):
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def _u8(a):
+    return np.ascontiguousarray(a, dtype=np.uint8)
+
+
 def format_sam(rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_sub,
                names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
                ctg_names, ctg_name_offsets, ctg_offsets,
                h_strand, h_start, h_dist, cigar, cigar_offsets, rg):
     """SAM lines for records (one per output line). rec_hit is the index of the hit (-1 unmapped);
-    cigar/cigar_offsets are per record (empty for unmapped). Returns the text as uint8."""
-    n = rec_read.shape[0]
-    sizes = np.zeros(n + 1, np.int64)
-    dummy = np.empty(0, np.uint8)
-    for r in prange(n):
-        sizes[r + 1] = _record(dummy, 0, False, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, r,
-                               names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
-                               ctg_names, ctg_name_offsets, ctg_offsets, h_strand, h_start, h_dist,
-                               rec_sub, cigar, cigar_offsets, rg)
-    for r in range(n):
-        sizes[r + 1] += sizes[r]
-    buf = np.empty(sizes[n], np.uint8)
-    for r in prange(n):
-        _record(buf, sizes[r], True, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, r,
-                names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
-                ctg_names, ctg_name_offsets, ctg_offsets, h_strand, h_start, h_dist,
-                rec_sub, cigar, cigar_offsets, rg)
+    cigar (BAM-style length << 4 | op) / cigar_offsets are per record (empty for unmapped);
+    h_start is the reference position of the first aligned (not clipped) base, h_dist the hit's
+    edit distance (AS:i is -h_dist; NM and MD are computed from the alignment). rec_sub: the
+    runner-up distance written as XS:i (-1: none). Returns the text as uint8.
+
+    Integer arguments are normalised to int64 (cigar to uint32, bytes to uint8) so that the kernel
+    is compiled for one signature whatever the caller's dtypes."""
+    arrays = (_i64(rec_read), _i64(rec_flag), _i64(rec_hit), _i64(rec_mapq), _i64(rec_reason), _i64(rec_sub),
+              _u8(names), _i64(name_offsets), _u8(codes), _u8(rc_codes), _i64(offsets), _u8(quals),
+              _u8(ref_codes), _u8(ctg_names), _i64(ctg_name_offsets), _i64(ctg_offsets),
+              _i64(h_strand), _i64(h_start), _i64(h_dist), np.ascontiguousarray(cigar, dtype=np.uint32),
+              _i64(cigar_offsets), _u8(rg))
+    n = arrays[0].shape[0]
+    ends = np.zeros(n + 1, np.int64)
+    nms = np.zeros(n, np.int64)
+    _format(np.empty(0, np.uint8), ends, nms, TEXT, *arrays)
+    np.cumsum(ends, out=ends)
+    buf = np.empty(int(ends[n]), np.uint8)
+    if n:
+        _format(buf, ends, nms, TEXT, *arrays)
     return buf

@@ -109,12 +109,18 @@ class SlackTable:
         reads, refs = worst_case_pairs(length, e)
         if reads.shape[0] == 0:
             return e
-        for k in range(e + 1):
-            accept, _ = self.filter.filter_pairs(reads, refs, e + k)
-            if accept.all():
-                return k
-        self.lossy.add((length, e))
-        return e
+        # a chain counts what each stage accepts for the summary: the measurement is not a run
+        saved = [list(self.filter.accepted), self.filter.seen] if hasattr(self.filter, "accepted") else None
+        try:
+            for k in range(e + 1):
+                accept, _ = self.filter.filter_pairs(reads, refs, e + k)
+                if accept.all():
+                    return k
+            self.lossy.add((length, e))
+            return e
+        finally:
+            if saved is not None:
+                self.filter.accepted[:], self.filter.seen = saved
 
     def thresholds(self, lengths, max_edits):
         """e + slack for every candidate (int32), from its read length and e."""

@@ -4,7 +4,9 @@
 Candidates are simulated hits: a random reference, reads cut from it with U{0..e} random
 substitutions/insertions/deletions, either strand, candidate diagonal shifted by U{-e..e} from the
 truth (so most are within e). `--miss F` replaces a fraction F by random positions (mostly
-rejected early). Prints a Markdown table; compile time is excluded (one warm-up call).
+rejected early). e > 15 gives bands wider than 64 diagonals (several words per row). Prints a
+Markdown table; compile time is excluded (one warm-up call, timed separately: a cold compile when
+NUMBA_CACHE_DIR points to an empty folder, else mostly a cache load).
 
     python scripts/bench_extend.py [--n 100000] [--lengths 100,150,250] [--errors 3,5,10]
 """
@@ -76,6 +78,13 @@ def main():
     a = ap.parse_args()
     rng = np.random.default_rng(1)
     nthreads = numba.config.NUMBA_NUM_THREADS
+    tiny = simulate(np.random.default_rng(0), 4, 50, 2, genome=1000)
+    first = []
+    for fn in (banded_distances, banded_align):
+        t = time.perf_counter()
+        fn(*tiny)
+        first.append(time.perf_counter() - t)
+    print(f"first call (compile or cache load): distances {first[0]:.2f} s, align {first[1]:.2f} s")
     print(f"n={a.n} candidates per cell, miss={a.miss}, best of {a.reps}; load average before: "
           f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     print("wall = candidates / wall-clock second; cpu = candidates / process CPU second (1 thread: robust "

@@ -28,11 +28,83 @@ import time
 
 import numba
 import numpy as np
+from numba import njit
 
-from pymap.kernels import nbindex as K
-from pymap.kernels.encoding import ASCII_TO_CODE
+from pymap.kernels.nbindex_build import build
+from pymap.kernels.nbindex_layouts import bsearch_layout, list_layout
+from pymap.kernels.nbindex_query import (degenerate, hamming2, lookup_bsearch, lookup_phf, n_variants_nb,
+                                         phf_stages)
 
 DEFAULT_REF = "/work/shared/data/ecoli_MG1655.fa.gz"
+MODES = {"phf": 0, "bsearch": 1, "list": 2}
+MODE_PHF, MODE_BSEARCH, MODE_LIST = 0, 1, 2
+
+
+@njit(cache=True, nogil=True)
+def bench_lookups(mode, qkeys, qnbs, ln, e_nb, blk, g, slots, blk_d, dist, pos_nb):
+    """Membership test of each query neighborhood (with its degenerated set Pi_e) in its block, single
+    thread. Returns (queries with a hit, exact lookups made, block entries scanned)."""
+    nvar = n_variants_nb(ln, e_nb)
+    var = np.empty(nvar, np.int64)
+    combo = np.empty(max(e_nb, 1), np.int64)
+    found = 0
+    lookups = 0
+    scanned = 0
+    for i in range(qkeys.shape[0]):
+        key = qkeys[i]
+        nb = qnbs[i]
+        hit = False
+        if mode == MODE_LIST:
+            a = np.int64(slots[np.int64(blk[key, 0]), 1])
+            b = np.int64(slots[np.int64(blk[key + 1, 0]), 1])
+            for j in range(a, b):
+                if hamming2(np.int64(pos_nb[j]), nb, e_nb):
+                    hit = True
+            scanned += b - a
+        else:
+            nv = degenerate(nb, ln, e_nb, var, combo)
+            lookups += nv
+            for t in range(nv):
+                if mode == MODE_PHF:
+                    a, b = lookup_phf(blk, g, slots, key, var[t])
+                else:
+                    a, b = lookup_bsearch(blk_d, dist, key, var[t])
+                if b > a:
+                    hit = True
+        if hit:
+            found += 1
+    return found, lookups, scanned
+
+
+@njit(cache=True, nogil=True)
+def bench_lookups_staged(qkeys, qnbs, ln, e_nb, blk, g, slots, batch):
+    """bench_lookups for 'phf' with the lookups of `batch` queries done stage by stage (phf_stages),
+    as the mapper's query kernel does."""
+    nvar = n_variants_nb(ln, e_nb)
+    var = np.empty(nvar, np.int64)
+    combo = np.empty(max(e_nb, 1), np.int64)
+    work = np.empty((batch * nvar, 7), np.int64)
+    found = 0
+    lookups = 0
+    n = qkeys.shape[0]
+    for q0 in range(0, n, batch):
+        q1 = min(n, q0 + batch)
+        ni = 0
+        for i in range(q0, q1):
+            nv = degenerate(qnbs[i], ln, e_nb, var, combo)
+            for t in range(nv):
+                work[ni, 0] = i
+                work[ni, 1] = qkeys[i]
+                work[ni, 2] = var[t]
+                ni += 1
+        lookups += ni
+        phf_stages(blk, g, slots, work, ni)
+        last = -1
+        for t in range(ni):
+            if work[t, 6] > work[t, 5] and work[t, 0] != last:
+                last = work[t, 0]
+                found += 1
+    return found, lookups, 0
 
 
 def load_codes(args):
@@ -59,8 +131,8 @@ def make_queries(codes, index_pos, ls, ln, n, rng):
 
 def run(name, keys, nbs, ln, e, arrays, blk_d, dist, pos_nb):
     if name == "phf-staged":
-        return K.bench_lookups_staged(keys, nbs, ln, e, arrays["blk"], arrays["g"], arrays["slots"], 64)
-    return K.bench_lookups(K.MODES[name], keys, nbs, ln, e, arrays["blk"], arrays["g"], arrays["slots"],
+        return bench_lookups_staged(keys, nbs, ln, e, arrays["blk"], arrays["g"], arrays["slots"], 64)
+    return bench_lookups(MODES[name], keys, nbs, ln, e, arrays["blk"], arrays["g"], arrays["slots"],
                            blk_d, dist, pos_nb)
 
 
@@ -99,10 +171,10 @@ def main(argv=None):
     rows = []
     for ln in [int(x) for x in args.nb_len.split(",")]:
         t = time.perf_counter()
-        arrays = K.build(codes, offsets, np.arange(ls), ls, ln)
+        arrays = build(codes, offsets, np.arange(ls), ls, ln)
         t_build = time.perf_counter() - t
-        blk_d, dist = K.bsearch_layout(arrays["blk"], arrays["slots"])
-        pos_nb = K.list_layout(arrays["slots"], arrays["pos"].shape[0])
+        blk_d, dist = bsearch_layout(arrays["blk"], arrays["slots"])
+        pos_nb = list_layout(arrays["slots"], arrays["pos"].shape[0])
         keys, nbs = make_queries(codes, arrays["pos"], ls, ln, args.queries, rng)
         blocks = np.diff(arrays["slots"][arrays["blk"][:, 0].astype(np.int64), 1].astype(np.int64))
         for e in [int(x) for x in args.errors.split(",")]:

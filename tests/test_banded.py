@@ -15,11 +15,12 @@ import numba
 import numpy as np
 import pytest
 
-from pymap.kernels import banded as kb
-from pymap.kernels.encoding import reverse_complement_batch
 from pymap import plugins
+from pymap.batch import CandidateBatch, ReadBatch
 from pymap.extenders.banded import BandedExtender
 from pymap.extenders.edlib_extender import EdlibExtender
+from pymap.kernels import banded as kb
+from pymap.kernels.encoding import reverse_complement_batch
 
 READ_ASCII = np.frombuffer(b"ACGTN", np.uint8)
 REF_ASCII = np.frombuffer(b"ACGTn", np.uint8)   # distinct N symbols: N mismatches N in Edlib too
@@ -168,9 +169,18 @@ def cases():
     return make_cases(7, 1500)
 
 
+def candidate_batch(arrays):
+    """The kernel's argument arrays as the CandidateBatch an extender takes."""
+    codes, rc, offsets, ref = arrays[:4]
+    n = offsets.size - 1
+    reads = ReadBatch(codes, offsets, np.zeros(0, np.uint8), np.zeros(n + 1, np.int64), np.zeros(0, np.uint8),
+                      rc_codes=rc)
+    return CandidateBatch(reads, ref, *arrays[4:])
+
+
 @pytest.fixture(scope="module")
 def banded_out(cases):
-    return BandedExtender().align(*cases)
+    return kb.banded_align(*cases)
 
 
 # ----------------------------------------------------------------------------- tests
@@ -180,9 +190,21 @@ def test_registered():
     assert isinstance(plugins.create("extender", "edlib"), EdlibExtender)
 
 
+def test_banded_extender(cases, banded_out):
+    """The extender returns the kernel's answer."""
+    cb = candidate_batch(cases)
+    dist, start, cig, co = banded_out
+    out = BandedExtender().extend(cb, traceback=True)
+    assert np.array_equal(out.edits, dist) and np.array_equal(out.found, dist >= 0)
+    assert np.array_equal(out.start, start)
+    assert np.array_equal(out.cigar, cig) and np.array_equal(out.cigar_offsets, co)
+    out = BandedExtender().extend(cb, traceback=False)
+    assert np.array_equal(out.edits, dist) and np.array_equal(out.start, start)
+
+
 def test_distance_matches_edlib(cases, banded_out):
     dist, start, cig, co = banded_out
-    d2, s2 = BandedExtender().distances(*cases)
+    d2, s2 = kb.banded_distances(*cases)
     assert np.array_equal(dist, d2) and np.array_equal(start, s2)
     ref = cases[3]
     found = 0
@@ -215,16 +237,13 @@ def test_exact_against_reference_model(cases, banded_out):
             (i, kb.cigar_to_string(cig[co[i]:co[i + 1]]))
 
 
-def test_kernel_variants_identical(cases):
-    """Single-word bit kernel, multi-word bit kernel (forced, any width) and the plain DP agree."""
-    codes, rc, offsets, ref = cases[:4]
-    S = np.empty((4, 400), np.uint64)
-    m = np.empty(6, np.uint64)
-    SM = np.empty((4, 400 * 3), np.uint64)
-    mm = np.empty((6, 3), np.uint64)
-    Pvw = np.empty(3, np.uint64)
-    Mvw = np.empty(3, np.uint64)
-    bufs = [np.empty(200, np.uint32) for _ in range(3)]
+def test_traceback_flag(cases):
+    """The per-candidate kernel with and without writing the CIGAR: same distance, start, op count;
+    on wider bands (1-3 words) also the reference model's CIGAR."""
+    ref = kb._readonly(cases[3], np.uint8)       # the argument types of the batch kernel's call
+    S = np.empty(4 * 400 * 3, np.uint64)
+    B = np.empty(5 * 10, np.uint64)
+    bufs = [np.full(200, 7, np.uint32) for _ in range(2)]
     rng = np.random.default_rng(5)
     for i in range(0, cases[4].size, 2):
         read = oriented(cases, i)
@@ -234,14 +253,75 @@ def test_kernel_variants_identical(cases):
             lo, hi = max(clo, pos - e), min(chi, pos + read.size + e)
         if hi - lo < read.size - e or hi < lo:
             continue
-        args = (read, 0, read.size, ref, pos, lo, hi, e)
-        outs = [(kb._extend_multi(*args, SM, mm, Pvw, Mvw, bufs[0], 0, True), bufs[0]),
-                (kb._extend_scalar(*args, bufs[1], 0, True), bufs[1])]
-        if 4 * e + 1 <= kb.MAX_BITS:
-            outs.append((kb._extend_bits(*args, S, m, bufs[2], 0, True), bufs[2]))
-        (r0, b0), nops = outs[0], outs[0][0][2]
-        for r, b in outs[1:]:
-            assert r == r0 and np.array_equal(b[:nops], b0[:nops]), (i, e)
+        args = (kb._readonly(read, np.uint8), 0, read.size, ref, pos, lo, hi, e, S, B)
+        with_ops = kb._extend(*args, bufs[0], 0, True)
+        assert kb._extend(*args, bufs[1], 0, False) == with_ops
+        assert np.all(bufs[1] == 7)               # nothing written without the flag
+        if i % 4 != 2:
+            continue                              # narrow bands: test_exact_against_reference_model
+        d, s, ops = ref_align([int(x) for x in read], ref, pos, clo, chi, e)
+        got = [(int(x) & 15, int(x) >> 4) for x in bufs[0][:with_ops[2]]]
+        assert (with_ops[0], with_ops[1] if d >= 0 else -1, got) == (d, s, ops), (i, e)
+
+
+def test_word_boundaries():
+    """Bands of exactly 63, 64 and 65 diagonals (one word, full and spilling into a second), 127-129
+    and 191-193, on short and very long reads; narrow and wide candidates mixed in one batch."""
+    rng = np.random.default_rng(17)
+    ref = rng.integers(0, 4, 30_000).astype(np.uint8)
+    reads, cand, widths = [], [], []
+    for w in (1, 2, 31, 61, 62, 63, 64, 65, 66, 127, 128, 129, 191, 192, 193):
+        for L in (40, 150, 2000, 6000):
+            for rep in range(3):
+                e = min((w + 2) // 4 + int(rng.integers(0, 4)), w - 1)     # 4e + 1 >= w >= e + 1
+                pos = int(rng.integers(200, ref.size - L - 200))
+                # contig [clo, chi): the window ends at pos + L + e and starts at clo, so that the band
+                # hi - lo - L + 2e + 1 is exactly w
+                chi = pos + L + e + int(rng.integers(0, 3))
+                clo = pos + 3 * e - w + 1
+                t = max(pos, clo) + int(rng.integers(0, 3))
+                seg = [int(x) for x in ref[t:t + L]]
+                for _ in range(int(rng.integers(0, e + 2)) if rep < 2 else 0):
+                    kind, j = int(rng.integers(0, 3)), int(rng.integers(0, len(seg)))
+                    if kind == 0:
+                        seg[j] = (seg[j] + 1) % 4
+                    elif kind == 1:
+                        seg.insert(j, int(rng.integers(0, 4)))
+                    elif len(seg) > 1:
+                        del seg[j]
+                if rep == 2:                          # unrelated read: no hit
+                    seg = [int(x) for x in rng.integers(0, 4, L)]
+                reads.append(np.array(seg[:L] if len(seg) > L else seg, np.uint8))
+                strand = int(rng.integers(0, 2))
+                if strand:
+                    reads[-1] = reverse_complement_batch(reads[-1], np.array([0, reads[-1].size], np.int64))
+                cand.append((len(reads) - 1, strand, pos, clo, chi, e))
+                widths.append(w)
+    offsets = np.zeros(len(reads) + 1, np.int64)
+    offsets[1:] = np.cumsum([r.size for r in reads])
+    codes = np.concatenate(reads)
+    c = np.array(cand, np.int64)
+    arrays = (codes, reverse_complement_batch(codes, offsets), offsets, ref, c[:, 0].astype(np.int32),
+              c[:, 1].astype(np.int8), c[:, 2].copy(), c[:, 3].copy(), c[:, 4].copy(),
+              c[:, 5].astype(np.int32))
+    dist, start, cig, co = kb.banded_align(*arrays)
+    d2, s2 = kb.banded_distances(*arrays)
+    assert np.array_equal(dist, d2) and np.array_equal(start, s2)
+    found = 0
+    for i in range(dist.size):
+        read = oriented(arrays, i)
+        pos, clo, chi, e, lo, hi = window(arrays, i, read.size)
+        if hi - lo >= read.size - e:
+            assert hi - lo - read.size + 2 * e + 1 == widths[i]
+        assert dist[i] == edlib_dist(read, ref, pos, clo, chi, e), (i, widths[i], read.size, e)
+        if dist[i] >= 0:
+            found += 1
+            check_cigar(cig[co[i]:co[i + 1]], read, ref, start[i], dist[i], lo, hi)
+            if read.size <= 150:
+                d, s, ops = ref_align([int(x) for x in read], ref, pos, clo, chi, e)
+                assert (dist[i], start[i]) == (d, s)
+                assert [(int(x) & 15, int(x) >> 4) for x in cig[co[i]:co[i + 1]]] == ops
+    assert found > dist.size // 2
 
 
 def test_wide_band_multiword():
@@ -250,7 +330,7 @@ def test_wide_band_multiword():
     emax = rng.integers(16, 40, arrays[4].size).astype(np.int32)       # bands of 65..157 diagonals
     arrays = arrays[:9] + (emax,)
     arrays[6][:] += rng.integers(-emax, emax + 1)
-    dist, start, cig, co = BandedExtender().align(*arrays)
+    dist, start, cig, co = kb.banded_align(*arrays)
     ref = arrays[3]
     for i in range(dist.size):
         read = oriented(arrays, i)
@@ -262,10 +342,12 @@ def test_wide_band_multiword():
 
 
 def test_edlib_extender(cases, banded_out):
-    dist, start, cig, co = EdlibExtender().align(*cases)
-    d2, s2 = EdlibExtender().distances(*cases)
+    cb = candidate_batch(cases)
+    out = EdlibExtender().extend(cb, traceback=True)
+    dist, start, cig, co = out.edits, out.start, out.cigar, out.cigar_offsets
+    out2 = EdlibExtender().extend(cb, traceback=False)
     assert np.array_equal(dist, banded_out[0])
-    assert np.array_equal(dist, d2) and np.array_equal(start, s2)
+    assert np.array_equal(dist, out2.edits) and np.array_equal(start, out2.start)
     ref = cases[3]
     for i in np.flatnonzero(dist >= 0):
         read = oriented(cases, i)
@@ -278,9 +360,9 @@ def test_thread_count_determinism(cases):
     saved = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
-        one = BandedExtender().align(*big) + BandedExtender().distances(*big)
+        one = kb.banded_align(*big) + kb.banded_distances(*big)
         numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
-        many = BandedExtender().align(*big) + BandedExtender().distances(*big)
+        many = kb.banded_align(*big) + kb.banded_distances(*big)
     finally:
         numba.set_num_threads(saved)
     for a, b in zip(one, many):
@@ -300,14 +382,13 @@ def test_edge_cases():
     n = c_read.size
     args = (codes, rc, offsets, ref, c_read, np.zeros(n, np.int8), c_pos, np.zeros(n, np.int64),
             np.full(n, 40, np.int64), c_maxe)
-    dist, start, cig, co = BandedExtender().align(*args)
+    dist, start, cig, co = kb.banded_align(*args)
     assert dist.tolist() == [0, -1, -1, 3, 0, -1]
     assert start[0] == 4 and start[4] == 4 and start[1] == -1
     assert kb.cigar_to_string(cig[co[0]:co[1]]) == "20M"
     assert kb.cigar_to_string(cig[co[3]:co[4]]) == "3M"
     assert kb.cigar_to_string(kb.cigar_from_string("3M1I2D")) == "3M1I2D"
-    e_dist, e_start = EdlibExtender().distances(*args)
-    assert e_dist.tolist() == dist.tolist()
+    assert EdlibExtender().extend(candidate_batch(args)).edits.tolist() == dist.tolist()
 
 
 def test_tie_breaking_examples():
@@ -318,7 +399,7 @@ def test_tie_breaking_examples():
         r = np.array([enc[c] for c in read], np.uint8)
         g = np.array([enc[c] for c in ref], np.uint8)
         offsets = np.array([0, r.size], np.int64)
-        out = BandedExtender().align(r, reverse_complement_batch(r, offsets), offsets, g,
+        out = kb.banded_align(r, reverse_complement_batch(r, offsets), offsets, g,
                                      np.zeros(1, np.int32), np.zeros(1, np.int8), np.array([pos], np.int64),
                                      np.zeros(1, np.int64), np.array([g.size], np.int64),
                                      np.array([e], np.int32))

@@ -1,5 +1,6 @@
-"""Neighborhood index: BDZ perfect hash, index file, seeding candidates (kernels/nbindex.py,
-mapper/index.py, mapper/seeders/neighborhood.py)."""
+"""Neighborhood index: BDZ perfect hash, index file, seeding candidates (kernels/phf.py,
+kernels/nbindex_build.py, kernels/nbindex_layouts.py, kernels/nbindex_query.py,
+kernels/diagonal_clusters.py, mapper/index.py, mapper/seeders/neighborhood.py)."""
 import dataclasses
 import hashlib
 import itertools
@@ -11,7 +12,8 @@ import numba
 import numpy as np
 import pytest
 
-from pymap.kernels import nbindex as K
+from pymap.kernels import nbindex_query as Q
+from pymap.kernels import phf as H
 from pymap.batch import ReadBatch
 from pymap.errors import IndexCorrupt, IndexMismatch
 from pymap.index import load_index, save_index
@@ -125,7 +127,7 @@ def reference_candidates(ref, care, span, ln, reads, max_edits, step, e_nb, max_
         st = step
         if lossless:
             st = next((x for x in range(step, 0, -1)
-                       if len(read) >= W and K.edits_to_break(len(read), W, x) > max_edits[r]), 1)
+                       if len(read) >= W and Q.edits_to_break(len(read), W, x) > max_edits[r]), 1)
         for s, seq in enumerate((read, revcomp(read))):
             L = len(seq)
             if L < W:
@@ -221,11 +223,11 @@ def genome_index(genome):
 
 def test_jenkins_mix_matches_c_definition():
     # values computed with Bob Jenkins' lookup2.c mix() macro and hash() on a 4-byte key (gcc)
-    assert K.jenkins_mix(1, 2, 3) == (120349509, 1098030347, 3082062082)
-    assert K.jenkins_mix(0xDEADBEEF, 0x9E3779B9, 0xFFFFFFFF) == (1728017483, 4240897135, 4069102931)
-    assert K.jenkins_hash3(0x1B2C3D4E, 12345) == (759149240, 2321747858, 4132847466)
-    assert K.jenkins_hash3(0, 0) == (1842314355, 2127564928, 2305145833)
-    assert K.jenkins_hash3(0xFFFFFFFF, 0xFFFFFFFF) == (1842177397, 1991655301, 2441272147)
+    assert H.jenkins_mix(1, 2, 3) == (120349509, 1098030347, 3082062082)
+    assert H.jenkins_mix(0xDEADBEEF, 0x9E3779B9, 0xFFFFFFFF) == (1728017483, 4240897135, 4069102931)
+    assert H.jenkins_hash3(0x1B2C3D4E, 12345) == (759149240, 2321747858, 4132847466)
+    assert H.jenkins_hash3(0, 0) == (1842314355, 2127564928, 2305145833)
+    assert H.jenkins_hash3(0xFFFFFFFF, 0xFFFFFFFF) == (1842177397, 1991655301, 2441272147)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 10, 31, 100, 1000, 20000])
@@ -233,26 +235,26 @@ def test_phf_is_perfect(n):
     rng = np.random.default_rng(n)
     keys = np.unique(rng.integers(0, 2 ** 32, 3 * n))[:n].astype(np.int64)
     rng.shuffle(keys)
-    seed, r, g, slot = K.build_phf(keys, n, 12345 + n, 1.23, 1, 64)
-    assert g.shape[0] == 3 * r and r >= K.part_size(n)
+    seed, r, g, slot = H.build_phf(keys, n, 12345 + n, 1.23, 1, 64)
+    assert g.shape[0] == 3 * r and r >= H.part_size(n)
     assert 3 * r <= max(3, 1.23 * n + 1 + 3 * (1 + (n < 10)))          # ~1.23 n vertices
     assert g.max(initial=0) <= 2
     assert len(set(slot.tolist())) == n                                 # injective
-    assert (K.phf_eval(keys, seed, r, g) == slot).all()
+    assert (H.phf_eval(keys, seed, r, g) == slot).all()
     # each key's slot lies in its own edge, one vertex per part
     assert ((slot >= 0) & (slot < 3 * r)).all()
 
 
 def test_degenerate_enumerates_each_variant_once():
-    var = np.empty(K.n_variants(8, 2), np.int64)
+    var = np.empty(Q.n_variants(8, 2), np.int64)
     combo = np.empty(2, np.int64)
     nb = 0b0001101100011011
-    n = K.degenerate(nb, 8, 2, var, combo)
+    n = Q.degenerate(nb, 8, 2, var, combo)
     assert n == 1 + 24 + 28 * 9 and var[0] == nb
     got = var[:n]
     assert len(set(got.tolist())) == n
-    assert all(K.hamming2(int(x), nb, 2) for x in got)
-    assert not K.hamming2(nb ^ 0b010101, nb, 2)
+    assert all(Q.hamming2(int(x), nb, 2) for x in got)
+    assert not Q.hamming2(nb ^ 0b010101, nb, 2)
 
 
 # ------------------------------------------------------------------------------------ index build
@@ -299,8 +301,8 @@ def test_lookups_agree_and_reject_non_members(genome, genome_index):
     queries = list(members)[:3000] + [(int(k), int(b)) for k, b in
                                       zip(rng.integers(0, 4 ** 7, 3000), rng.integers(0, 4 ** 6, 3000))]
     for key, nb in queries:
-        s1, e1 = K.lookup_phf(a["blk"], a["g"], a["slots"], key, nb)
-        s2, e2 = K.lookup_bsearch(blk_d, dist, key, nb)
+        s1, e1 = Q.lookup_phf(a["blk"], a["g"], a["slots"], key, nb)
+        s2, e2 = Q.lookup_bsearch(blk_d, dist, key, nb)
         got = set(a["pos"][s1:e1].tolist())
         assert got == members.get((key, nb), set())
         assert (s1, e1) == (s2, e2) or (e1 == s1 and e2 == s2)
@@ -404,22 +406,22 @@ def test_deterministic_across_thread_counts(genome):
 @pytest.mark.parametrize("L, W", [(12, 4), (13, 5), (15, 4), (16, 6), (11, 3)])
 def test_edits_to_break_is_the_minimum(L, W):
     for step in range(1, 6):
-        assert K.edits_to_break(L, W, step) == brute_edits_to_break(L, W, step), step
+        assert Q.edits_to_break(L, W, step) == brute_edits_to_break(L, W, step), step
 
 
 def test_lossless_step_keeps_an_exact_pattern():
     """Whatever e substitutions a read gets, a lossless step leaves one pattern untouched."""
     rng = np.random.default_rng(21)
     for L, W, e in ((100, 16, 5), (150, 16, 8), (100, 18, 4), (60, 13, 3), (250, 16, 14)):
-        s = K.lossless_step(L, W, 6, e)
-        assert K.edits_to_break(L, W, s) > e
-        assert s == 6 or K.edits_to_break(L, W, s + 1) <= e
+        s = Q.lossless_step(L, W, 6, e)
+        assert Q.edits_to_break(L, W, s) > e
+        assert s == 6 or Q.edits_to_break(L, W, s + 1) <= e
         offs = pattern_offsets(L, W, s)
         for _ in range(300):
             pts = set(rng.choice(L, e, replace=False).tolist())
             assert any(not pts & set(range(o, o + W)) for o in offs)
-    assert K.lossless_step(100, 18, 6, 5) == 1         # impossible: 5 disjoint 18-mers fit in 100 bp
-    assert K.edits_to_break(10, 16, 1) == 0
+    assert Q.lossless_step(100, 18, 6, 5) == 1         # impossible: 5 disjoint 18-mers fit in 100 bp
+    assert Q.edits_to_break(10, 16, 1) == 0
 
 
 def test_lossless_candidates_match_specification(genome, genome_index):

@@ -17,7 +17,10 @@ import math
 
 import numpy as np
 
-from pymap.kernels import nbindex as K
+from pymap.kernels.diagonal_clusters import HIT_BIAS
+from pymap.kernels.nbindex_build import build as build_arrays
+from pymap.kernels.nbindex_layouts import bsearch_layout, list_layout
+from pymap.kernels.nbindex_query import LOOKUPS, compact, edits_to_break, query_batch
 from pymap import index as idxfile
 from pymap.batch import Candidates
 from pymap.errors import IndexCorrupt, IndexMismatch
@@ -84,7 +87,7 @@ def _int_option(name, value, lo, hi=None):
 
 class NeighborhoodIndex:
     """A built or loaded neighborhood index: build parameters (`params`), reference identity and the
-    arrays blk, g, slots, pos (kernels/nbindex.py documents them). The comparison layouts for
+    arrays blk, g, slots, pos (kernels/nbindex_build.py documents them). The comparison layouts for
     lookup='bsearch' and 'list' are derived on first use."""
 
     def __init__(self, params, reference_info, arrays):
@@ -126,18 +129,17 @@ class NeighborhoodIndex:
         return int(self.arrays["slots"].shape[0] - 1)
 
     def layout(self, lookup):
-        """(blk_d, dist, pos_nb) for the lookup mode (empty placeholders where unused)."""
+        """(blk_d, dist, pos_nb) for the lookup mode, None where unused: the query kernels select the
+        layout by which of them are given, so a run compiles only its own layout's code."""
         slots = self.arrays["slots"]
-        blk_d = np.zeros(1, np.int64)
-        dist = np.zeros((0, 3), slots.dtype)
-        pos_nb = np.zeros(0, np.uint32)
+        blk_d = dist = pos_nb = None
         if lookup == "bsearch":
             if self._bsearch is None:
-                self._bsearch = K.bsearch_layout(self.arrays["blk"], slots)
+                self._bsearch = bsearch_layout(self.arrays["blk"], slots)
             blk_d, dist = self._bsearch
         elif lookup == "list":
             if self._list is None:
-                self._list = K.list_layout(slots, self.n_positions)
+                self._list = list_layout(slots, self.n_positions)
             pos_nb = self._list
         return blk_d, dist, pos_nb
 
@@ -171,8 +173,8 @@ class NeighborhoodSeeder(Seeder):
         self.max_occ = _int_option("max_occ", max_occ, 1)
         self.max_cands = _int_option("max_cands", max_cands, 1, 100_000)
         self.min_hits = _int_option("min_hits", min_hits, 1)
-        if lookup not in K.MODES:
-            raise ValueError(f"lookup must be one of {', '.join(K.MODES)}, got {lookup!r}")
+        if lookup not in LOOKUPS:
+            raise ValueError(f"lookup must be one of {', '.join(LOOKUPS)}, got {lookup!r}")
         self.lookup = lookup
         if not isinstance(lossless, bool):
             raise ValueError(f"lossless must be true or false, got {lossless!r}")
@@ -212,7 +214,7 @@ class NeighborhoodSeeder(Seeder):
         genome_len = int(reference.codes.shape[0])
         params = self.build_params(genome_len)
         care, span = parse_pattern(params["pattern"])
-        arrays = K.build(reference.codes, reference.offsets, care, span, params["nb_len"],
+        arrays = build_arrays(reference.codes, reference.offsets, care, span, params["nb_len"],
                          ratio=HASH_RATIO, extra=HASH_EXTRA)
         info = {"checksum": reference.checksum, "names": list(reference.names),
                 "lengths": [int(x) for x in reference.lengths]}
@@ -268,8 +270,8 @@ class NeighborhoodSeeder(Seeder):
             raise ValueError(f"max_edits must hold one value per read ({n}), got shape {max_edits.shape}")
         if self.e_nb > index.ln:
             raise ValueError(f"e_nb ({self.e_nb}) must not exceed the index's nb_len ({index.ln})")
-        if n and int(np.max(np.diff(batch.offsets))) >= K.HIT_BIAS:
-            raise ValueError(f"reads must be shorter than {K.HIT_BIAS} bases for the neighborhood seeder")
+        if n and int(np.max(np.diff(batch.offsets))) >= HIT_BIAS:
+            raise ValueError(f"reads must be shorter than {HIT_BIAS} bases for the neighborhood seeder")
         if self.lossless:
             self._count_beyond_guarantee(index, np.diff(batch.offsets), max_edits)
         blk_d, dist, pos_nb = index.layout(self.lookup)
@@ -287,10 +289,10 @@ class NeighborhoodSeeder(Seeder):
             m = r1 - r0
             out_pos = np.empty(2 * m * mc, np.int64)
             out_cnt = np.zeros(2 * m, np.int64)
-            K.query_batch(codes[sl], rc[sl], offs, max_edits[r0:r1], index.care, index.span, index.ln,
-                          self.step, self.lossless, self.e_nb, self.max_occ, mc, self.min_hits, K.MODES[self.lookup],
-                          a["blk"], a["g"], a["slots"], a["pos"], blk_d, dist, pos_nb, out_pos, out_cnt)
-            parts.append(K.compact(out_pos, out_cnt, mc, r0))
+            query_batch(codes[sl], rc[sl], offs, max_edits[r0:r1], index.care, index.span, index.ln,
+                        self.step, self.lossless, self.e_nb, self.max_occ, mc, self.min_hits,
+                        a["blk"], a["g"], a["slots"], a["pos"], blk_d, dist, pos_nb, out_pos, out_cnt)
+            parts.append(compact(out_pos, out_cnt, mc, r0))
         if len(parts) == 1:
             return Candidates(*parts[0])
         return Candidates(*(np.concatenate([p[i] for p in parts]) for i in range(3)))
@@ -298,7 +300,7 @@ class NeighborhoodSeeder(Seeder):
     def guaranteed_edits(self, index, length):
         """The most edits a read of `length` bases may have and still keep an exact pattern at
         step 1 (the lossless limit of this index's pattern length, before caps)."""
-        return int(K.edits_to_break(int(length), index.span + index.ln, 1)) - 1
+        return int(edits_to_break(int(length), index.span + index.ln, 1)) - 1
 
     def _count_beyond_guarantee(self, index, lengths, max_edits):
         pairs, counts = np.unique(np.stack([lengths, max_edits], axis=1), axis=0, return_counts=True)

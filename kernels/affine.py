@@ -1,0 +1,479 @@
+"""Banded affine-gap alignment with end clipping, bwa-mem style scoring (Numba, CPU).
+
+Problem, for one candidate (read r, strand s, diagonal start pos, contig [lo, hi), band w; arrays
+as in kernels.banded.banded_align): the oriented read R (length L; strand 1 uses the
+reverse-complement codes) is aligned against the reference with
+
+  * match +a, mismatch -b, a base N (code >= 4) on either side n_score (-1, as bwa);
+  * a deletion (reference bases skipped) of k bases costs od + k * ed, an insertion oi + k * ei;
+  * reference ends free; the read is aligned end to end except that each end may be soft-clipped,
+    a clipped left end costs clip_left, a clipped right end clip_right (bwa's -L);
+  * objective = raw score - clip_left * [left end clipped] - clip_right * [right end clipped],
+    maximised; the reported score is the raw score (bwa's AS).
+
+An alignment is a non-empty run of ops that starts and ends with an aligned base (M): it never has
+a leading or trailing I or D. (A terminal deletion against a free reference end never pays; a read
+end that cannot be aligned is clipped, never inserted: a read that overhangs a contig end is
+soft-clipped there.)
+
+Band. DP cell (j, c): j read bases consumed, reference consumed up to global column c (exclusive);
+its diagonal is d = c - j - pos. An M of read base j-1 against ref base c-1 lies on diagonal d, an
+insertion moves one diagonal down, a deletion one up. Every cell of the alignment lies within
+d in [-w, w] and every reference base it uses within [lo, hi): the reference window is thus
+[pos - w, pos + L + w) clamped to [lo, hi). The band is stored diagonal-aligned, row j holding the
+diagonals dmin..dmax (the +-w band trimmed to what can touch [lo, hi); w is capped at MAX_BAND),
+B = dmax - dmin + 1 cells per row.
+
+Recurrences (Gotoh), with S(0) = 0 (the alignment starts at the first read base: no clip) and
+S(j) = -clip_left for j > 0 (it starts after a clipped prefix of j bases):
+
+  G(j, c) = max(H(j-1, c-1), S(j-1)) + s(R[j-1], ref[c-1])      (ends with an M)
+  F(j, c) = max(H(j-1, c) - oi - ei, F(j-1, c) - ei)            (ends with an I)
+  E(j, c) = max(H(j, c-1) - od - ed, E(j, c-1) - ed)            (ends with a D)
+  H(j, c) = max(G, F, E)
+
+and the objective is the maximum over cells of G(j, c) - clip_right * [j < L]. Starts feed only G
+and ends are taken only from G: hence no terminal gaps.
+
+Ties. Scores are kept multiplied by 4 and every clipped end costs one more unit (internal clip
+penalty 4 * clip + 1): equal objectives are thus broken towards fewer clipped ends, exactly
+("prefer no clipping over clipping"). Then:
+
+  * end cell: the largest j (shortest right clip), then the diagonal closest to the candidate
+    diagonal (|d| smallest, d < 0 before d > 0);
+  * traceback from the end, at every H cell: M first, then I, then D; in G, continuing the
+    alignment over starting it there (shorter left clip); inside a gap, closing it (back to H) over
+    extending it. Diagonal-first while walking backwards keeps matches to the right and places
+    gaps as far left as possible: an indel in a homopolymer or a tandem repeat is left-aligned as
+    bcftools / GATK normalise it, and of a mismatch next to a gap the gap goes left.
+
+Row computation. Per row j (one uint8 of traceback bits per cell: start, F > G, E > max(G, F),
+F extended, E extended): pass 1 computes G, F and X = max(G, F) for the whole row (no dependency
+along the row: LLVM vectorises it, in int32 lanes); pass 2 gets E from the identity
+E(t) = max_{s<t}(X(s) - od - ed - (t - 1 - s) ed) (H(t-1) may be replaced by X(t-1) as od >= 0): a
+scalar prefix maximum, then a vectorised loop for H and the bits. Indices are unsigned so that no
+negative-index wraparound code enters the loops. Every 8 rows an upper bound of the final raw
+score (row maximum + a * rows left) is checked against min_score, so hopeless candidates stop
+early when min_score is high (bwa -T).
+
+Output per candidate: raw score (int32), reference start and end (global, end exclusive), read clip
+lengths left/right, NM (mismatches incl. N + inserted + deleted bases), and a BAM-style uint32
+CIGAR (len << 4 | op; M=0, I=1, D=2, S=4), S only at the ends, adjacent ops always merged (one op
+per gap). "No alignment" (score NO_SCORE, start = end = -1, clips and NM -1, empty CIGAR) when the
+read is empty, no reference base is in reach, or the best alignment's raw score is below
+min_score (default 1: "no cell scores above 0").
+
+Memory: (L + 1) * B bytes of traceback bits per thread (150 bp, w = 20: 6 KB) plus a few int32 rows.
+Everything is per candidate (no shared state): results do not depend on the thread count.
+CIGARs are kept in a 16-op slot per candidate in the parallel pass; the rare longer ones are
+recomputed (deterministically) straight into the output afterwards.
+"""
+import numpy as np
+from numba import njit, prange
+
+from pymap.kernels.banded import cigar_from_string, cigar_to_string  # noqa: F401  (re-exported helpers)
+
+OP_M = 0
+OP_I = 1
+OP_D = 2
+OP_S = 4
+
+#: score of "no alignment"
+NO_SCORE = np.int32(np.iinfo(np.int32).min)
+#: band half-widths are capped here (a row's cells are ranked in 16 bits of the end-selection key)
+MAX_BAND = 16383
+#: CIGAR ops kept per candidate in the first pass; longer CIGARs (rare) are recomputed serially
+_SLOT = 16
+#: at most this many candidates per parallel chunk (scratch is allocated once per chunk)
+_CHUNK = 64
+_NEG = -(1 << 30)
+_KEYNEG = -(1 << 62)
+
+# params vector layout (int64)
+P_MATCH, P_MISMATCH, P_OPEN_DEL, P_EXT_DEL, P_OPEN_INS, P_EXT_INS, P_CLIP_L, P_CLIP_R, P_N, P_MIN = range(10)
+
+
+def make_params(match=1, mismatch=4, gap_open=6, gap_ext=1, gap_open_ins=None, gap_ext_ins=None,
+                clip_left=5, clip_right=5, n_score=-1, min_score=1):
+    """Scoring vector for the kernels (default: bwa-mem's -A1 -B4 -O6 -E1 -L5,5, N -1).
+
+    gap_open / gap_ext are the deletion penalties and, unless given separately, the insertion ones
+    too; a gap of k bases costs open + k * ext. Penalties are given as positive numbers. min_score:
+    candidates whose best alignment has a lower raw score are reported as "no alignment".
+    Limits (int32 arithmetic inside): |match|, mismatch, gap penalties, |n_score| <= 1000,
+    clip penalties <= 1e6, read length * match <= 1e8."""
+    oi = gap_open if gap_open_ins is None else gap_open_ins
+    ei = gap_ext if gap_ext_ins is None else gap_ext_ins
+    p = np.array([match, mismatch, gap_open, gap_ext, oi, ei, clip_left, clip_right, n_score, min_score],
+                 np.int64)
+    if p[P_MATCH] < 0 or min(p[P_MISMATCH], p[P_OPEN_DEL], p[P_EXT_DEL], p[P_OPEN_INS], p[P_EXT_INS],
+                            p[P_CLIP_L], p[P_CLIP_R]) < 0:
+        raise ValueError("match and all penalties must be >= 0")
+    small = p[[P_MATCH, P_MISMATCH, P_OPEN_DEL, P_EXT_DEL, P_OPEN_INS, P_EXT_INS, P_N]]
+    if np.abs(small).max() > 1000 or max(p[P_CLIP_L], p[P_CLIP_R]) > 1_000_000 or abs(int(p[P_MIN])) > 10**8:
+        raise ValueError("scores and gap penalties are limited to 1000, clip penalties to 1e6")
+    return p
+
+
+@njit(cache=True, nogil=True)
+def _band_limits(L, pos, lo, hi, w):
+    """Diagonals [dmin, dmax] of the +-w band (w capped at MAX_BAND) that can hold a cell with
+    lo < c <= hi."""
+    w = min(w, MAX_BAND)
+    dmin = max(-w, lo + 1 - pos - L)
+    dmax = min(w, hi - 1 - pos)
+    return dmin, dmax
+
+
+@njit(cache=True, nogil=True)
+def _align_one(read, ra, L, ref, pos, lo, hi, w, P, H, F, G, X, GC, Y, dirs, rev, out):
+    """One candidate. Scratch: H, F (>= B + 1 int32), G, X, GC, Y (>= B int32), dirs (>= (L + 1) * B
+    uint8), rev (>= 2L + 1 uint32). The CIGAR is written to out[0:nops] (capacity >= 2L + 3).
+    Returns (score, ref_start, ref_end, clip_left, clip_right, nm, nops)."""
+    none = (np.int64(NO_SCORE), np.int64(-1), np.int64(-1), np.int64(-1), np.int64(-1), np.int64(-1),
+            np.int64(0))
+    if L <= 0 or w < 0 or hi <= lo:
+        return none
+    dmin, dmax = _band_limits(L, pos, lo, hi, w)
+    B = dmax - dmin + 1
+    if B <= 0:
+        return none
+    a4 = 4 * P[P_MATCH]
+    x4 = -4 * P[P_MISMATCH]
+    n4 = 4 * P[P_N]
+    oie = 4 * (P[P_OPEN_INS] + P[P_EXT_INS])
+    ie = 4 * P[P_EXT_INS]
+    ode = 4 * (P[P_OPEN_DEL] + P[P_EXT_DEL])
+    de = 4 * P[P_EXT_DEL]
+    scl = -(4 * P[P_CLIP_L] + 1)
+    pcr = 4 * P[P_CLIP_R] + 1
+    slack = 4 * (P[P_CLIP_L] + P[P_CLIP_R]) + 2
+    min4 = 4 * P[P_MIN]
+    for k in range(B + 1):
+        H[k] = _NEG
+        F[k] = _NEG
+    cbest = np.int64(_KEYNEG)            # best right-clipped end: objective, row, its G row
+    cj = -1
+    ckmin = 0
+    cnk = 0
+    lbest = np.int64(_KEYNEG)            # best end on the last row
+    lk = -1
+    # row j, cell k <-> diagonal d = dmin + k, column c = pos + j + dmin + k, ref base c - 1
+    for j in range(1, L + 1):
+        kmin = max(0, lo + 1 - pos - j - dmin)
+        kmax = min(B - 1, hi - pos - j - dmin)
+        if kmax < 0:
+            break
+        if kmin > kmax:
+            continue
+        rb = np.int64(read[ra + j - 1])
+        sm = a4 if rb < 4 else n4        # score of ref == read base, of another base, of ref N
+        sx = x4 if rb < 4 else n4
+        S = np.int64(0) if j == 1 else scl
+        cb = pos + j + dmin - 1          # ref index of cell k: cb + k
+        nk = np.uint64(kmax - kmin + 1)
+        # unsigned indices: no negative-index wraparound code in the loops (and no array views)
+        hk = np.uint64(kmin)
+        hk1 = np.uint64(kmin + 1)
+        rk = np.uint64(cb + kmin)
+        dk0 = np.uint64(j * B + kmin)
+        # pass 1, no dependency along the row (vectorised by LLVM; int32 lanes): G, F, X = max(G, F)
+        i32 = np.int32
+        S32 = i32(S)
+        sm32 = i32(sm)
+        sx32 = i32(sx)
+        n432 = i32(n4)
+        oie32 = i32(oie)
+        ie32 = i32(ie)
+        rb8 = np.uint8(rb)
+        g32max = i32(_NEG)
+        for t in range(nk):
+            hd = H[hk + t]
+            r = ref[rk + t]
+            sub = sm32 if r == rb8 else (n432 if r >= np.uint8(4) else sx32)
+            g = i32(max(hd, S32) + sub)
+            hu = i32(H[hk1 + t] - oie32)
+            fu = i32(F[hk1 + t] - ie32)
+            f = max(hu, fu)
+            F[hk + t] = f
+            G[t] = g
+            X[t] = max(g, f)
+            # ties: continue the alignment (no / shorter left clip); close a gap; M before I
+            dirs[dk0 + t] = (np.uint8(S32 > hd) | (np.uint8(f > g) << np.uint8(1))
+                             | (np.uint8(fu > hu) << np.uint8(3)))
+            g32max = max(g32max, g)
+        gmax = np.int64(g32max)
+        # pass 2: E along the row. E(t) = max(H(t-1) - od - ed, E(t-1) - ed) = max(X(t-1) - od - ed,
+        # E(t-1) - ed) as od >= 0, i.e. E(t) = Y(t) - od - ed - (t - 1) ed with the exclusive prefix
+        # maximum Y(t) = max_{s<t}(X(s) + s ed): one short scalar chain, then a vectorised loop
+        de32 = i32(de)
+        ode32 = i32(ode)
+        m = i32(_NEG)
+        sd = i32(0)
+        for t in range(nk):
+            Y[t] = m
+            m = max(m, i32(X[t] + sd))
+            sd = i32(sd + de32)
+        z = ode32
+        for t in range(np.uint64(1), nk):
+            e = i32(Y[t] - z)
+            el = i32(Y[t - 1] - z)        # E(t-1) - ed (for t = 1 far below anything)
+            x = X[t]
+            hl = i32(X[t - 1] - ode32)
+            H[hk + t] = max(x, e)
+            # ties: D last; close the gap
+            dirs[dk0 + t] |= (np.uint8(e > x) << np.uint8(2)) | (np.uint8(el > hl) << np.uint8(4))
+            z = i32(z + de32)
+        H[hk] = X[0]
+        nk = kmax - kmin + 1
+        # end candidates
+        if j == L:
+            for t in range(nk):
+                dk = dmin + kmin + t     # ties: |d| smallest, then d < 0 before d > 0
+                key = (np.int64(G[t]) << 16) + 65535 - (-2 * dk if dk < 0 else 2 * dk + 1)
+                if key > lbest:
+                    lbest = key
+                    lk = kmin + t
+        elif gmax > _NEG // 2 and gmax - pcr >= cbest:   # ties: later rows (shorter clip)
+            cbest = gmax - pcr
+            cj = j
+            ckmin = kmin
+            cnk = nk
+            for t in range(nk):
+                GC[t] = G[t]
+        if (j & 7) == 0 and j < L:       # upper bound of the final raw score
+            hmax = np.int64(scl)
+            for k in range(kmin, kmax + 1):
+                hmax = max(hmax, np.int64(H[k]))
+            ub = max(cbest, hmax + a4 * (L - j))
+            if ub + slack < min4:
+                return none
+    lobj = lbest >> 16
+    if lk >= 0 and lobj > _NEG // 2 and lobj >= cbest:
+        best = lobj
+        bj = L
+        bk = lk
+    elif cj >= 0:
+        best = cbest
+        bj = cj
+        kb = np.int64(_KEYNEG)
+        bk = -1
+        for t in range(cnk):
+            dk = dmin + ckmin + t
+            key = (np.int64(GC[t]) << 16) + 65535 - (-2 * dk if dk < 0 else 2 * dk + 1)
+            if key > kb:
+                kb = key
+                bk = ckmin + t
+    else:
+        return none
+    # traceback
+    j = bj
+    k = bk
+    state = 0
+    first = True
+    nm = 0
+    nrev = 0
+    cur_op = -1
+    cur_len = 0
+    qstart = 0
+    rstart = 0
+    while True:
+        bits = dirs[j * B + k]
+        c = pos + j + dmin + k
+        if state == 0:
+            src = 0 if first else (2 if bits & 4 else (bits >> 1) & 1)
+            first = False
+            if src == 0:
+                op = OP_M
+                a = read[ra + j - 1]
+                b = ref[c - 1]
+                if a >= 4 or b >= 4 or a != b:
+                    nm += 1
+            elif src == 1:
+                state = 1
+                continue
+            else:
+                state = 2
+                continue
+        elif state == 1:
+            op = OP_I
+            nm += 1
+        else:
+            op = OP_D
+            nm += 1
+        if op == cur_op:
+            cur_len += 1
+        else:
+            if cur_op >= 0:
+                rev[nrev] = np.uint32((cur_len << 4) | cur_op)
+                nrev += 1
+            cur_op = op
+            cur_len = 1
+        if op == OP_M:
+            if bits & 1:
+                qstart = j - 1
+                rstart = c - 1
+                break
+            j -= 1
+        elif op == OP_I:
+            if (bits & 8) == 0:
+                state = 0
+            j -= 1
+            k += 1
+        else:
+            if (bits & 16) == 0:
+                state = 0
+            k -= 1
+    rev[nrev] = np.uint32((cur_len << 4) | cur_op)
+    nrev += 1
+    cl = qstart
+    cr = L - bj
+    lc = 1 if cl > 0 else 0
+    rc = 1 if cr > 0 else 0
+    raw = (best - scl * lc + pcr * rc) >> 2
+    if raw < P[P_MIN]:
+        return none
+    nops = 0
+    if cl > 0:
+        out[nops] = np.uint32((cl << 4) | OP_S)
+        nops += 1
+    for t in range(nrev - 1, -1, -1):
+        out[nops] = rev[t]
+        nops += 1
+    if cr > 0:
+        out[nops] = np.uint32((cr << 4) | OP_S)
+        nops += 1
+    rend = pos + bj + dmin + bk
+    return raw, rstart, rend, cl, cr, np.int64(nm), np.int64(nops)
+
+
+@njit(cache=True, nogil=True)
+def _scratch_dims(read_offsets, c_read, c_pos, c_lo, c_hi, c_band):
+    """(longest read, widest band row) over the batch."""
+    maxl = 0
+    for r in range(read_offsets.shape[0] - 1):
+        maxl = max(maxl, read_offsets[r + 1] - read_offsets[r])
+    maxb = 1
+    for i in range(c_read.shape[0]):
+        r = c_read[i]
+        L = read_offsets[r + 1] - read_offsets[r]
+        dmin, dmax = _band_limits(L, np.int64(c_pos[i]), np.int64(c_lo[i]), np.int64(c_hi[i]),
+                                  np.int64(c_band[i]))
+        maxb = max(maxb, dmax - dmin + 1)
+    return maxl, maxb
+
+
+@njit(cache=True, nogil=True)
+def _chunk(n):
+    return max(1, min(_CHUNK, n // 32))
+
+
+@njit(cache=True, nogil=True)
+def _one(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band, P,
+         H, F, G, X, GC, Y, dirs, rev, out, i):
+    r = c_read[i]
+    ra = np.int64(read_offsets[r])
+    L = np.int64(read_offsets[r + 1]) - ra
+    read = rc_codes if c_strand[i] != 0 else read_codes
+    return _align_one(read, ra, L, ref_codes, np.int64(c_pos[i]), np.int64(c_lo[i]), np.int64(c_hi[i]),
+                      np.int64(c_band[i]), P, H, F, G, X, GC, Y, dirs, rev, out)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _affine_batch(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band,
+                  P, want_cigar):
+    n = c_read.shape[0]
+    score = np.full(n, NO_SCORE, np.int32)
+    rstart = np.full(n, -1, np.int64)
+    rend = np.full(n, -1, np.int64)
+    qcl = np.full(n, -1, np.int32)
+    qcr = np.full(n, -1, np.int32)
+    nm = np.full(n, -1, np.int32)
+    nops = np.zeros(n, np.int64)
+    slot = _SLOT if want_cigar else 0
+    tmp = np.empty(n * slot, np.uint32)
+    maxl, maxb = _scratch_dims(read_offsets, c_read, c_pos, c_lo, c_hi, c_band)
+    cs = _chunk(n)
+    nch = (n + cs - 1) // cs
+    for ch in prange(nch):
+        H = np.empty(maxb + 1, np.int32)
+        F = np.empty(maxb + 1, np.int32)
+        G = np.empty(maxb, np.int32)
+        X = np.empty(maxb, np.int32)
+        GC = np.empty(maxb, np.int32)
+        Y = np.empty(maxb, np.int32)
+        dirs = np.empty((maxl + 1) * maxb, np.uint8)
+        rev = np.empty(2 * maxl + 1, np.uint32)
+        out = np.empty(2 * maxl + 3, np.uint32)
+        for i in range(ch * cs, min(n, (ch + 1) * cs)):
+            s, a, b, x, y, z, k = _one(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos,
+                                       c_lo, c_hi, c_band, P, H, F, G, X, GC, Y, dirs, rev, out, i)
+            score[i] = s
+            rstart[i] = a
+            rend[i] = b
+            qcl[i] = x
+            qcr[i] = y
+            nm[i] = z
+            nops[i] = k
+            if k <= slot:
+                for t in range(k):
+                    tmp[i * slot + t] = out[t]
+    offsets = np.zeros(n + 1, np.int64)
+    if want_cigar:
+        for i in range(n):
+            offsets[i + 1] = offsets[i] + nops[i]
+    cigar = np.empty(offsets[n], np.uint32)
+    for i in prange(n):
+        if nops[i] <= slot:
+            o = offsets[i]
+            for t in range(offsets[i + 1] - o):
+                cigar[o + t] = tmp[i * slot + t]
+    if want_cigar:                       # long CIGARs: recompute (deterministic) straight into place
+        H = np.empty(maxb + 1, np.int32)
+        F = np.empty(maxb + 1, np.int32)
+        G = np.empty(maxb, np.int32)
+        X = np.empty(maxb, np.int32)
+        GC = np.empty(maxb, np.int32)
+        Y = np.empty(maxb, np.int32)
+        dirs = np.empty((maxl + 1) * maxb, np.uint8)
+        rev = np.empty(2 * maxl + 1, np.uint32)
+        out = np.empty(2 * maxl + 3, np.uint32)
+        for i in range(n):
+            if nops[i] > slot:
+                k = _one(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi,
+                         c_band, P, H, F, G, X, GC, Y, dirs, rev, out, i)[6]
+                for t in range(k):
+                    cigar[offsets[i] + t] = out[t]
+    return score, rstart, rend, qcl, qcr, nm, cigar, offsets
+
+
+def _prep(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band):
+    """Fixed dtypes (one compiled specialization); no copies when the inputs already have them."""
+    u8 = lambda x: np.ascontiguousarray(x, np.uint8)   # noqa: E731
+    i64 = lambda x: np.ascontiguousarray(x, np.int64)  # noqa: E731
+    return (u8(read_codes), u8(rc_codes), i64(read_offsets), u8(ref_codes),
+            np.ascontiguousarray(c_read, np.int32), np.ascontiguousarray(c_strand, np.int8),
+            i64(c_pos), i64(c_lo), i64(c_hi), np.ascontiguousarray(c_band, np.int32))
+
+
+def affine_align(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band,
+                 params=None):
+    """Align a batch of candidates (arrays as kernels.banded.banded_align; c_band = w).
+
+    params: make_params(...) vector (default bwa-mem: 1, 4, 6, 1, 6, 1, clip 5/5, N -1, min 1).
+    Returns (score int32[n], ref_start int64[n], ref_end int64[n], clip_left int32[n],
+    clip_right int32[n], nm int32[n], cigar uint32[], cigar_offsets int64[n + 1]); candidate i's
+    CIGAR is cigar[cigar_offsets[i]:cigar_offsets[i+1]]; ref_start < 0 means no alignment."""
+    P = make_params() if params is None else np.ascontiguousarray(params, np.int64)
+    return _affine_batch(*_prep(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo,
+                                c_hi, c_band), P, True)
+
+
+def affine_scores(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band,
+                  params=None):
+    """Same as affine_align without the CIGAR (identical values, no CIGAR memory):
+    (score, ref_start, ref_end, clip_left, clip_right, nm). Not faster: the traceback that finds the
+    start costs about 5 % of a candidate and the traceback bits are written either way."""
+    P = make_params() if params is None else np.ascontiguousarray(params, np.int64)
+    return _affine_batch(*_prep(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo,
+                                c_hi, c_band), P, False)[:6]
