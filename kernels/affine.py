@@ -139,6 +139,7 @@ def _align_one(read, ra, L, ref, pos, lo, hi, w, P, H, F, G, X, GC, Y, dirs, rev
     if B <= 0:
         return none
     a4 = 4 * P[P_MATCH]
+    gain = 4 * max(P[P_MATCH], P[P_N])   # the most a row can add
     x4 = -4 * P[P_MISMATCH]
     n4 = 4 * P[P_N]
     oie = 4 * (P[P_OPEN_INS] + P[P_EXT_INS])
@@ -171,7 +172,8 @@ def _align_one(read, ra, L, ref, pos, lo, hi, w, P, H, F, G, X, GC, Y, dirs, rev
         sx = x4 if rb < 4 else n4
         S = np.int64(0) if j == 1 else scl
         cb = pos + j + dmin - 1          # ref index of cell k: cb + k
-        nk = np.uint64(kmax - kmin + 1)
+        nk = kmax - kmin + 1
+        nku = np.uint64(nk)
         # unsigned indices: no negative-index wraparound code in the loops (and no array views)
         hk = np.uint64(kmin)
         hk1 = np.uint64(kmin + 1)
@@ -187,7 +189,7 @@ def _align_one(read, ra, L, ref, pos, lo, hi, w, P, H, F, G, X, GC, Y, dirs, rev
         ie32 = i32(ie)
         rb8 = np.uint8(rb)
         g32max = i32(_NEG)
-        for t in range(nk):
+        for t in range(nku):
             hd = H[hk + t]
             r = ref[rk + t]
             sub = sm32 if r == rb8 else (n432 if r >= np.uint8(4) else sx32)
@@ -210,12 +212,12 @@ def _align_one(read, ra, L, ref, pos, lo, hi, w, P, H, F, G, X, GC, Y, dirs, rev
         ode32 = i32(ode)
         m = i32(_NEG)
         sd = i32(0)
-        for t in range(nk):
+        for t in range(nku):
             Y[t] = m
             m = max(m, i32(X[t] + sd))
             sd = i32(sd + de32)
         z = ode32
-        for t in range(np.uint64(1), nk):
+        for t in range(np.uint64(1), nku):
             e = i32(Y[t] - z)
             el = i32(Y[t - 1] - z)        # E(t-1) - ed (for t = 1 far below anything)
             x = X[t]
@@ -225,7 +227,6 @@ def _align_one(read, ra, L, ref, pos, lo, hi, w, P, H, F, G, X, GC, Y, dirs, rev
             dirs[dk0 + t] |= (np.uint8(e > x) << np.uint8(2)) | (np.uint8(el > hl) << np.uint8(4))
             z = i32(z + de32)
         H[hk] = X[0]
-        nk = kmax - kmin + 1
         # end candidates
         if j == L:
             for t in range(nk):
@@ -245,7 +246,7 @@ def _align_one(read, ra, L, ref, pos, lo, hi, w, P, H, F, G, X, GC, Y, dirs, rev
             hmax = np.int64(scl)
             for k in range(kmin, kmax + 1):
                 hmax = max(hmax, np.int64(H[k]))
-            ub = max(cbest, hmax + a4 * (L - j))
+            ub = max(cbest, hmax + gain * (L - j))
             if ub + slack < min4:
                 return none
     lobj = lbest >> 16

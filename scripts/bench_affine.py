@@ -3,14 +3,16 @@
 
 Candidates are simulated hits: a random 1 Mbp reference, reads cut from it with a few edits
 (U{0..edits} events: substitutions, or 1-3 bp insertions / deletions), either strand, the
-candidate diagonal off by U{-2..2} from the truth, band w. pymap: affine_align (CIGAR) and
-affine_scores (no CIGAR), compile time excluded (one warm-up call), best of --reps, 1 thread and
-all threads. parasail (one thread, one Python call per pair, the same pairs, bwa-mem scoring:
-open 7 / extend 1 in parasail's convention) aligns the read against the window
-ref[pos - w, pos + L + w) in semi-global mode with free reference ends (sg_dx) with traceback, in
-its striped and scan variants (16- and 32-bit); parasail has no banded semi-global function (its
-only banded one, nw_banded, is global), so it fills the whole window rectangle: L * (L + 2w)
-cells against the kernel's L * (2w + 1). Prints a Markdown table of candidates per second.
+candidate diagonal off by U{-2..2} from the truth, band w. pymap: affine_align (with CIGAR) and
+affine_scores (without), bwa-mem defaults, compile time excluded (one warm-up call), best of
+--reps; on one thread per process CPU second (robust against other load on a shared machine) and
+on all threads per wall-clock second. parasail (one thread, one Python call per pair, the same
+pairs, the same scoring: open 7 / extend 1 in parasail's convention, N -1) aligns each read
+against its window ref[pos - w, pos + L + w) in semi-global mode with free reference ends
+(sg_dx_*) with traceback (the CIGAR is decoded), striped and scan variants, 16 and 32 bit.
+parasail has no banded semi-global function (its one banded function, nw_banded, is global), so
+it fills the whole window rectangle, L * (L + 2w) cells, against the kernel's L * (2w + 1); its
+per-pair Python call (~1-2 us) is included. Prints a Markdown table of candidates per second.
 
     python scripts/bench_affine.py [--n 20000] [--lengths 100,150,250] [--band 20] [--edits 4]
 """

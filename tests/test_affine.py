@@ -322,14 +322,14 @@ def test_exact_vs_reference_random():
                                 clip_right=8), dict(DEFAULT, clip_left=0, clip_right=0, min_score=8)):
         got = run_batch(items, kw)
         contained = 0
-        for (read, _, _, pos, lo, hi, w), res in zip(items, got):
+        for i, ((read, _, _, pos, lo, hi, w), res) in enumerate(zip(items, got)):
             exp = ref_align(read, ref, lo, hi, kw, pos, w)
             if exp is None:
                 assert res is None
                 continue
             assert res == exp[:7], (text(read), pos, lo, hi, w, res, exp[:7])
             check_alignment(res, read, ref, lo, hi, kw)
-            if len(read) > 40 or hash(res) % 2:          # (halves the time of the pure-Python DPs)
+            if i % 2:                                 # (saves time in the pure-Python DPs)
                 continue
             full = ref_align(read, ref, lo, hi, kw, pos)
             if all(abs(c - j - pos) <= w for j, c in full[7]):
