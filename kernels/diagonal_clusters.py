@@ -5,6 +5,8 @@ by tandem repeats.
 import numpy as np
 from numba import njit
 
+from pymap.kernels.sorting import sort_int64, sort_pairs
+
 HIT_SHIFT = 20          # hits are packed as ((diag + HIT_BIAS) << HIT_SHIFT) | pattern index
 HIT_BIAS = 1 << 20      # reads shorter than 2**20 bases
 
@@ -17,10 +19,11 @@ def cluster_hits(hits, nh, max_e, min_hits, max_cands, stamp, stamp0, cpos, csup
     max_e (a read inside a tandem array: the same alignment at several shifts of the unit, chained
     together) also yields its runner-up: the diagonal with the most hits among those more than max_e
     from the first one, supported by its hit count, so that selection sees a second locus. Writes
-    positions ascending into out; returns (count, next stamp value)."""
+    positions ascending into out; returns (count, next stamp value). Sorts hits[:nh] in place."""
     if nh == 0:
         return 0, stamp0
-    h = np.sort(hits[:nh])
+    sort_int64(hits, nh)
+    h = hits
     mask = (np.int64(1) << HIT_SHIFT) - 1
     nc = 0
     st = stamp0
@@ -70,10 +73,15 @@ def cluster_hits(hits, nh, max_e, min_hits, max_cands, stamp, stamp0, cpos, csup
         for t in range(nc):
             out[t] = cpos[t]
         return nc, st
-    order = np.argsort(-csup[:nc], kind="mergesort")
-    keep = np.sort(order[:max_cands])
+    neg = np.empty(nc, np.int64)            # the max_cands best supported (stable: ties keep pos order) ...
+    order = np.empty(nc, np.int64)
+    for t in range(nc):
+        neg[t] = -csup[t]
+        order[t] = t
+    sort_pairs(neg, order, nc)
+    sort_int64(order, max_cands)            # ... in pos order
     for t in range(max_cands):
-        out[t] = cpos[keep[t]]
+        out[t] = cpos[order[t]]
     return max_cands, st
 
 

@@ -1,4 +1,4 @@
-"""GateKeeper-GPU / GateKeeper pre-alignment filter: the CPU twin (Numba @njit, prange over pairs).
+"""GateKeeper-GPU / GateKeeper pre-alignment filter: the CPU twin (Numba @njit, parallel over pairs).
 
 Specification: docs/gatekeeper.md (steps 1-7 of GateKeeper-GPU, Bingol et al.). This module computes
 exactly the same masks as the published 32-bit-word kernel, but bit-parallel on 64-bit words:
@@ -19,6 +19,13 @@ exactly the same masks as the published 32-bit-word kernel, but bit-parallel on 
 
 The equivalence with the literal algorithm is checked pair by pair in tests/test_gatekeeper.py.
 
+Compile time: the small scalar helpers are plain @njit functions (LLVM inlines them); the helpers
+that take arrays and run per pair keep inline="always" (through a call, their arrays would be
+reference-counted per pair, and LLVM loses what it knows about them: measured 10-50% slower).
+ASCII pairs run in a prange body (Numba compiles it with noalias arrays, which that loop needs);
+mapper candidates run a plain @njit chunk function on a pool of Python threads, which saves the
+parfor's compile time. make_plan is plain Python.
+
 Base codes here are A=0, C=1, G=3, T=2 ((ASCII >> 1) & 3), a relabelling of the spec's A=0 C=1 G=2 T=3
 that keeps A=0 (the padding value) and gives the same mismatch bits, since mismatches only test equality.
 """
@@ -26,6 +33,8 @@ import functools
 
 import numpy as np
 from numba import njit, prange
+
+from pymap.kernels.threads import range_bounds, run_ranges
 
 #: step-6 variants: the published GateKeeper-GPU amendment, none (FPGA GateKeeper), or all vacated slots
 MODE_PUBLISHED = 0
@@ -167,11 +176,11 @@ def _and_mask(rh, rl, fh, fl, acc, nw, lastmask, shift, left, ea, eb):
             c = prev & (x >> _U(61)) & _ONE
             x |= c * _B3_62
             if u - 1 >= wa and u - 1 <= wb:
-                prev |= _slot_bits(u - 1, ea, eb)
+                prev |= _slot_bits(u - 1, np.int64(ea), np.int64(eb))
             acc[u - 1] &= prev
         prev = x
     if nw - 1 >= wa and nw - 1 <= wb:
-        prev |= _slot_bits(nw - 1, ea, eb)
+        prev |= _slot_bits(nw - 1, np.int64(ea), np.int64(eb))
     acc[nw - 1] &= prev
 
 
@@ -392,57 +401,90 @@ def _u64_views(flat):
 _CHUNK = 256
 
 
-@njit(cache=True, parallel=True)
-def _filter_ascii_pairs(reads, refs, max_edits, mode, shift, ins, extra, pad, estimate):
-    n = reads.shape[0]
+@njit(cache=True, nogil=True)
+def _pairs_chunk(i0, i1, reads, refs, max_edits, mode, shift, ins, extra, pad, estimate):
+    """filter_ascii_pairs for pairs i0..i1-1 (one range): its scratch, then _pairs_range."""
     length = reads.shape[1]
     nw = (length + 63) // 64
     fr = reads.reshape(-1)
     ff = refs.reshape(-1)
-    vr = _u64_views(fr)
-    vf = _u64_views(ff)
-    nchunks = (n + _CHUNK - 1) // _CHUNK
-    for ch in prange(nchunks):
-        # the chunk loop stays in the prange body: Numba compiles that body with noalias arrays, which
-        # this loop needs for its speed (a separate chunk function, as for candidates, runs ~1.5x slower)
-        s = np.zeros((5, nw + 2), np.uint64)
-        rh = s[0]
-        rl = s[1]
-        fh = s[2]
-        fl = s[3]
-        acc = s[4]
-        prev = np.empty(shift.shape[0], np.uint64)
-        for i in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
-            p = i * length
-            ok = _encode_ascii_row(vr[p & 7], fr, p, length, rh, rl, 1, nw)
-            ok2 = _encode_ascii_row(vf[p & 7], ff, p, length, fh, fl, 1, nw)
-            if ok and ok2:
-                estimate[i] = gatekeeper_core(rh, rl, fh, fl, acc, prev, nw, length, max_edits, mode,
-                                              shift, ins, extra, pad)
-            else:
-                estimate[i] = UNDEFINED
-
-
-def filter_ascii_pairs(reads, refs, max_edits, mode, estimate):
-    """GateKeeper on ASCII pairs: reads, refs C-contiguous uint8 (n, L); fills estimate int32[n]
-    (estimate, REJECT or UNDEFINED). mode: MODE_PUBLISHED, MODE_NONE or MODE_FULL. Parallel over
-    chunks of pairs (prange), scratch allocated once per chunk."""
-    shift, ins, extra, pad = make_plan(reads.shape[1], max_edits, mode)
-    _filter_ascii_pairs(reads, refs, np.int64(max_edits), np.int64(mode), shift, ins, extra, pad, estimate)
-
-
-@njit(cache=True, nogil=True)
-def _codes_chunk(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, idx,
-                 t0, t1, length, max_edits, mode, shift, ins, extra, pad, estimate):
-    """filter_code_candidates for idx[t0:t1] (one prange chunk, with its own scratch)."""
-    nw = (length + 63) // 64
     s = np.zeros((5, nw + 2), np.uint64)
+    prev = np.empty(shift.shape[0], np.uint64)
+    _pairs_range(i0, i1, fr, ff, _u64_views(fr), _u64_views(ff), length, max_edits, mode, shift, ins, extra,
+                 pad, estimate, s, prev)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _pairs_range(i0, i1, fr, ff, vr, vf, length, max_edits, mode, shift, ins, extra, pad, estimate, s, prev):
+    """The work of _pairs_chunk, without reference counting (see _codes_range)."""
+    nw = (length + 63) // 64
     rh = s[0]
     rl = s[1]
     fh = s[2]
     fl = s[3]
     acc = s[4]
+    for i in range(i0, i1):
+        p = i * length
+        ok = _encode_ascii_row(vr[p & 7], fr, p, length, rh, rl, 1, nw)
+        ok2 = _encode_ascii_row(vf[p & 7], ff, p, length, fh, fl, 1, nw)
+        if ok and ok2:
+            estimate[i] = gatekeeper_core(rh, rl, fh, fl, acc, prev, nw, length, max_edits, mode,
+                                          shift, ins, extra, pad)
+        else:
+            estimate[i] = UNDEFINED
+
+
+#: up to this many ASCII pairs go through the candidate kernel (see filter_ascii_pairs)
+SMALL_PAIRS = 8192
+#: ASCII byte -> code for that route: only upper-case A, C, G, T are bases (anything else reads as
+#: N, undefined, as in the ASCII kernel); the labels differ, equality does not
+_STRICT_CODE = np.full(256, 4, np.uint8)
+_STRICT_CODE[np.frombuffer(b"ACGT", np.uint8)] = np.arange(4, dtype=np.uint8)
+
+
+def filter_ascii_pairs(reads, refs, max_edits, mode, estimate):
+    """GateKeeper on ASCII pairs: reads, refs C-contiguous uint8 (n, L); fills estimate int32[n]
+    (estimate, REJECT or UNDEFINED). mode: MODE_PUBLISHED, MODE_NONE or MODE_FULL. Parallel over
+    chunks of pairs (prange), scratch allocated once per chunk.
+
+    Up to SMALL_PAIRS pairs go through filter_code_candidates instead (same estimates): the mapper
+    compiles that kernel anyway and filters only small sets of pairs (the slack measurement), while
+    the prange kernel here, faster on large inputs, costs about 10 s of compilation."""
+    n, length = reads.shape
+    if n <= SMALL_PAIRS:
+        flat = np.arange(n + 1, dtype=np.int64) * length
+        codes = _STRICT_CODE[reads.reshape(-1)]
+        filter_code_candidates(codes, codes, flat, _STRICT_CODE[refs.reshape(-1)], np.arange(n, dtype=np.int32),
+                               np.zeros(n, np.int8), flat[:-1], flat[:-1], flat[1:], np.arange(n, dtype=np.int64),
+                               length, max_edits, mode, estimate)
+        return
+    shift, ins, extra, pad = make_plan(length, max_edits, mode)
+    run_ranges(_pairs_chunk, range_bounds(n, GRAIN), reads, refs, np.int64(max_edits), np.int64(mode),
+               shift, ins, extra, pad, estimate)
+
+
+@njit(cache=True, nogil=True)
+def _codes_chunk(t0, t1, read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi,
+                 idx, length, max_edits, mode, shift, ins, extra, pad, estimate):
+    """filter_code_candidates for idx[t0:t1] (one range): its scratch, then _codes_range."""
+    nw = (length + 63) // 64
+    s = np.zeros((5, nw + 2), np.uint64)
     prev = np.empty(shift.shape[0], np.uint64)
+    _codes_range(t0, t1, read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi,
+                 idx, length, max_edits, mode, shift, ins, extra, pad, estimate, s, prev)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _codes_range(t0, t1, read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi,
+                 idx, length, max_edits, mode, shift, ins, extra, pad, estimate, s, prev):
+    """The work of _codes_chunk, without reference counting (_nrt=False: no allocation here, and the
+    per-pair array views would otherwise be reference-counted)."""
+    nw = (length + 63) // 64
+    rh = s[0]
+    rl = s[1]
+    fh = s[2]
+    fl = s[3]
+    acc = s[4]
     for t in range(t0, t1):
         i = idx[t]
         src = rc_codes if c_strand[i] else read_codes
@@ -482,26 +524,21 @@ def _codes_chunk(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand
             estimate[i] = UNDEFINED
 
 
-@njit(cache=True, parallel=True)
-def _filter_code_candidates(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos,
-                            c_lo, c_hi, idx, length, max_edits, mode, shift, ins, extra, pad, estimate):
-    n = idx.shape[0]
-    nchunks = (n + _CHUNK - 1) // _CHUNK
-    for ch in prange(nchunks):
-        _codes_chunk(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, idx,
-                     ch * _CHUNK, min(n, (ch + 1) * _CHUNK), length, max_edits, mode, shift, ins, extra, pad,
-                     estimate)
+#: at least this many candidates per range of filter_code_candidates on several threads
+#: (kernels/threads.py: Python threads rather than a prange kernel, about 1.5 s less compile time)
+GRAIN = 4096
 
 
 def filter_code_candidates(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos,
                            c_lo, c_hi, idx, length, max_edits, mode, estimate):
     """GateKeeper on mapper candidates idx (all of read length `length` and threshold max_edits),
     reading mapping codes (0..3, 4 = N) straight from the batch and the global reference; the
-    reference outside [c_lo, c_hi) reads as N. Writes estimate[idx[j]]. Parallel over chunks."""
+    reference outside [c_lo, c_hi) reads as N. Writes estimate[idx[j]]. Parallel over chunks of
+    candidates on numba.get_num_threads() threads."""
     shift, ins, extra, pad = make_plan(length, max_edits, mode)
-    _filter_code_candidates(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi,
-                            idx, np.int64(length), np.int64(max_edits), np.int64(mode), shift, ins, extra, pad,
-                            estimate)
+    run_ranges(_codes_chunk, range_bounds(idx.shape[0], GRAIN), read_codes, rc_codes, read_offsets, ref_codes,
+               c_read, c_strand, c_pos, c_lo, c_hi, idx, np.int64(length), np.int64(max_edits), np.int64(mode),
+               shift, ins, extra, pad, estimate)
 
 
 @njit(cache=True)

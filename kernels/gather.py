@@ -12,15 +12,22 @@ def gather_pairs(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand
     the oriented read and ref[pos:pos+length], 'N' where the segment leaves [lo, hi)."""
     table = CODE_TO_ASCII
     for i in prange(c_read.shape[0]):
-        r = c_read[i]
-        a = read_offsets[r]
-        src = rc_codes if c_strand[i] else read_codes
+        a = read_offsets[c_read[i]]
+        # views indexed from 0 (no negative-index wraparound in the loops)
+        src = rc_codes[a:a + length] if c_strand[i] else read_codes[a:a + length]
+        row = out_reads[i]
         for j in range(length):
-            out_reads[i, j] = table[src[a + j]]
+            row[j] = table[src[j]]
         p = c_pos[i]
-        for j in range(length):
-            q = p + j
-            if q < c_lo[i] or q >= c_hi[i]:
-                out_refs[i, j] = 78
-            else:
-                out_refs[i, j] = table[ref_codes[q]]
+        row = out_refs[i]
+        if p >= c_lo[i] and p + length <= c_hi[i]:
+            seg = ref_codes[p:p + length]
+            for j in range(length):
+                row[j] = table[seg[j]]
+        else:
+            for j in range(length):
+                q = p + j
+                if q < c_lo[i] or q >= c_hi[i]:
+                    row[j] = 78
+                else:
+                    row[j] = table[ref_codes[q]]

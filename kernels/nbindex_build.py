@@ -23,14 +23,17 @@ phf(b) = v_j with j = (g[v0] + g[v1] + g[v2]) mod 3. A lookup: blk row, 3 bits o
 line), one slot row, then the positions: a fixed number of memory accesses, no probing.
 
 The build: seed key of every position (seed_keys), positions grouped by key (counting_sort), blocks cut
-into chunks of similar size (chunk_bounds); per block, in parallel over chunks, the entries sorted by
-neighborhood and a Jenkins seed J found that peels (sort_and_solve), then the hypergraph rebuilt with
-that J to write g and the tables (fill_tables).
+into chunks of similar size (chunk_bounds); per block, in parallel over chunks (threads.py), the entries
+sorted by neighborhood and a Jenkins seed J found that peels (sort_and_solve), then the hypergraph
+rebuilt with that J to write g and the tables (fill_tables).
 """
+import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from pymap.kernels.phf import assign, build_phf, hyperedges, pack_g, peel
+from pymap.kernels.sorting import sort_pairs
+from pymap.kernels.threads import range_bounds, run_ranges
 
 EMPTY_NB = 0xFFFFFFFF
 
@@ -44,48 +47,41 @@ def pack_nb(codes, a, ln):
     return x
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def seed_keys(codes, offsets, care, span, ln):
-    """int32 seed key of every reference position, -1 where span + neighborhood touches an N or
-    leaves the contig."""
+@njit(cache=True, nogil=True)
+def seed_keys(a, b, codes, offsets, care, span, ln, keys):
+    """keys[p] for positions a <= p < b: the int32 seed key, -1 where span + neighborhood touches an N
+    or leaves the contig."""
     G = codes.shape[0]
     W = span + ln
-    keys = np.empty(G, np.int32)
-    CH = 1 << 16
-    nch = (G + CH - 1) // CH
     ncare = care.shape[0]
-    for ci in prange(nch):
-        a = ci * CH
-        b = min(G, a + CH)
-        lo = 0                       # c = the contig holding a: the last c with offsets[c] <= a
-        hi = offsets.shape[0]
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if offsets[mid] <= a:
-                lo = mid + 1
-            else:
-                hi = mid
-        c = lo - 1
-        end = offsets[c + 1]
-        last_n = np.int64(-1)
-        for q in range(a, min(G, a + W - 1)):
-            if codes[q] > 3:
-                last_n = q
-        for p in range(a, b):
-            while p >= end:
-                c += 1
-                end = offsets[c + 1]
-            q = p + W - 1
-            if q < G and codes[q] > 3:
-                last_n = q
-            if p + W > end or last_n >= p:
-                keys[p] = -1
-                continue
-            k = np.int64(0)
-            for i in range(ncare):
-                k = (k << 2) | codes[p + care[i]]
-            keys[p] = k
-    return keys
+    lo = 0                           # c = the contig holding a: the last c with offsets[c] <= a
+    hi = offsets.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if offsets[mid] <= a:
+            lo = mid + 1
+        else:
+            hi = mid
+    c = lo - 1
+    end = offsets[c + 1]
+    last_n = np.int64(-1)
+    for q in range(a, min(G, a + W - 1)):
+        if codes[q] > 3:
+            last_n = q
+    for p in range(a, b):
+        while p >= end:
+            c += 1
+            end = offsets[c + 1]
+        q = p + W - 1
+        if q < G and codes[q] > 3:
+            last_n = q
+        if p + W > end or last_n >= p:
+            keys[p] = -1
+            continue
+        k = np.int64(0)
+        for i in range(ncare):
+            k = (k << 2) | codes[p + care[i]]
+        keys[p] = k
 
 
 @njit(cache=True, nogil=True)
@@ -108,51 +104,18 @@ def counting_sort(keys, nblk):
     return counts, pos
 
 
-@njit(cache=True, nogil=True)
 def chunk_bounds(starts, nchunks):
-    """Split blocks into about nchunks contiguous ranges of similar total size."""
+    """Split blocks into about nchunks contiguous ranges of similar total size: boundaries 0, ..., nblk
+    where the entries (starts: int64[nblk+1] cumulative) pass each multiple of total / nchunks."""
     nblk = starts.shape[0] - 1
-    total = starts[nblk]
-    out = np.empty(nchunks + 1, np.int64)
-    out[0] = 0
-    k = 1
-    b = 0
-    for i in range(1, nchunks):
-        target = total * i // nchunks
-        while b < nblk and starts[b] < target:
-            b += 1
-        if b > out[k - 1]:
-            out[k] = b
-            k += 1
-    out[k] = nblk
-    return out[:k + 1]
+    targets = int(starts[nblk]) * np.arange(1, nchunks, dtype=np.int64) // nchunks
+    cuts = np.searchsorted(starts[:nblk], targets, side="left")
+    return np.concatenate([[0], np.unique(cuts[cuts > 0]), [nblk]]).astype(np.int64)
 
 
 @njit(cache=True, nogil=True)
-def _sort_block(nbv, pv, n):
-    """Stable sort of (nbv, pv)[:n] by nbv (pv ascending within equal nbv since pv arrives sorted)."""
-    if n <= 24:
-        for i in range(1, n):
-            x = nbv[i]
-            y = pv[i]
-            j = i - 1
-            while j >= 0 and nbv[j] > x:
-                nbv[j + 1] = nbv[j]
-                pv[j + 1] = pv[j]
-                j -= 1
-            nbv[j + 1] = x
-            pv[j + 1] = y
-    else:
-        order = np.argsort(nbv[:n], kind="mergesort")
-        a = nbv[:n].copy()
-        b = pv[:n].copy()
-        for i in range(n):
-            nbv[i] = a[order[i]]
-            pv[i] = b[order[i]]
-
-
-@njit(cache=True, nogil=True)
-def _sort_and_solve_chunk(b0, b1, codes, span, ln, blk_pos, pos, ratio, extra, max_tries, nbs, seeds, rs):
+def sort_and_solve(b0, b1, codes, span, ln, blk_pos, pos, ratio, extra, max_tries, nbs, seeds, rs):
+    """Blocks b0..b1-1: sort entries by neighborhood (into nbs/pos), find the PHF (seeds, rs)."""
     nmax = 1
     for s in range(b0, b1):
         nmax = max(nmax, blk_pos[s + 1] - blk_pos[s])
@@ -170,7 +133,7 @@ def _sort_and_solve_chunk(b0, b1, codes, span, ln, blk_pos, pos, ratio, extra, m
             p = pos[a + i]
             pv[i] = p
             nbv[i] = pack_nb(codes, p + span, ln)
-        _sort_block(nbv, pv, n)
+        sort_pairs(nbv, pv, n)              # by neighborhood; positions stay ascending within one
         d = np.int64(0)
         for i in range(n):
             nbs[a + i] = nbv[i]
@@ -183,17 +146,10 @@ def _sort_and_solve_chunk(b0, b1, codes, span, ln, blk_pos, pos, ratio, extra, m
         rs[s] = r
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def sort_and_solve(codes, span, ln, blk_pos, pos, chunks, ratio, extra, max_tries, nbs, seeds, rs):
-    """Per block: sort entries by neighborhood (into nbs/pos), find the PHF (seeds, rs).
-    (Chunk bodies are separate functions: no parfor transformation of their allocations.)"""
-    for ci in prange(chunks.shape[0] - 1):
-        _sort_and_solve_chunk(chunks[ci], chunks[ci + 1], codes, span, ln, blk_pos, pos, ratio, extra, max_tries,
-                              nbs, seeds, rs)
-
-
 @njit(cache=True, nogil=True)
-def _fill_chunk(b0, b1, blk_pos, pos_sorted, nbs, seeds, rs, vstart, gt_all, slots, pos_out):
+def fill_tables(b0, b1, blk_pos, pos_sorted, nbs, seeds, rs, vstart, gt_all, slots, pos_out):
+    """Blocks b0..b1-1: rebuild the PHF with the J found, write g (unpacked), the first-level slots and
+    the positions in slot order."""
     nmax = 1
     mmax = 3
     for s in range(b0, b1):
@@ -245,45 +201,40 @@ def _fill_chunk(b0, b1, blk_pos, pos_sorted, nbs, seeds, rs, vstart, gt_all, slo
                     off += 1
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def fill_tables(blk_pos, pos_sorted, nbs, chunks, seeds, rs, vstart, gt_all, slots, pos_out):
-    """Per block: rebuild the PHF with the J found, write g (unpacked), the first-level slots and the
-    positions in slot order."""
-    for ci in prange(chunks.shape[0] - 1):
-        _fill_chunk(chunks[ci], chunks[ci + 1], blk_pos, pos_sorted, nbs, seeds, rs, vstart, gt_all, slots,
-                    pos_out)
-
-
 def build(codes, offsets, care, span, ln, ratio=1.23, extra=1, max_tries=64, nchunks=None):
     """Build the index arrays {blk, g, slots, pos} for reference codes with contig offsets.
 
     care: int64 offsets of the care positions inside the seed span (contiguous seed: arange(ls)).
+    nchunks: ranges of blocks of similar total size that the threads share (default: 8 per thread);
+    the arrays do not depend on it.
     """
     care = np.ascontiguousarray(care, dtype=np.int64)
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     k = care.shape[0]
     nblk = 4 ** k
-    keys = seed_keys(codes, offsets, care, span, ln)
+    G = codes.shape[0]
+    keys = np.empty(G, np.int32)
+    run_ranges(seed_keys, range_bounds(G, 1 << 16), codes, offsets, care, span, ln, keys)
     blk_pos, pos = counting_sort(keys, nblk)
     del keys
     P = pos.shape[0]
     if nchunks is None:
-        nchunks = int(min(max(nblk, 1), 8192))
-    chunks = chunk_bounds(blk_pos, nchunks)
+        nchunks = 8 * numba.get_num_threads()
+    chunks = chunk_bounds(blk_pos, int(min(max(nblk, 1), nchunks)))
     nbs = np.empty(P, np.int64)
     seeds = np.zeros(nblk, np.int64)
     rs = np.zeros(nblk, np.int64)
-    sort_and_solve(codes, span, ln, blk_pos, pos, chunks, float(ratio), int(extra), int(max_tries),
-                   nbs, seeds, rs)
+    run_ranges(sort_and_solve, chunks, codes, span, ln, blk_pos, pos, float(ratio), int(extra),
+               int(max_tries), nbs, seeds, rs)
     vstart = np.zeros(nblk + 1, np.int64)
     np.cumsum(3 * rs, out=vstart[1:])
     V = int(vstart[-1])
-    big = max(V + 1, P + 1, codes.shape[0] + 1) >= 2 ** 32
+    big = max(V + 1, P + 1, G + 1) >= 2 ** 32
     idx = np.uint64 if big else np.uint32
     gt = np.zeros(V, np.uint8)
     slots = np.empty((V + 1, 2), idx)
     pos_out = np.empty(P, idx)
-    fill_tables(blk_pos, pos, nbs, chunks, seeds, rs, vstart, gt, slots, pos_out)
+    run_ranges(fill_tables, chunks, blk_pos, pos, nbs, seeds, rs, vstart, gt, slots, pos_out)
     slots[V, 0] = EMPTY_NB
     slots[V, 1] = P
     blk = np.empty((nblk + 1, 2), idx)

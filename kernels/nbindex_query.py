@@ -9,11 +9,12 @@ its own specialization and a run compiles only the code of the layout it uses.
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from pymap.kernels.diagonal_clusters import HIT_BIAS, HIT_SHIFT, cluster_hits
 from pymap.kernels.nbindex_build import pack_nb
 from pymap.kernels.phf import edge_vertices, g_get
+from pymap.kernels.threads import range_bounds, run_ranges
 
 LOOKUPS = ("phf", "bsearch", "list")
 
@@ -22,7 +23,9 @@ LOOKUPS = ("phf", "bsearch", "list")
 
 @njit(cache=True, nogil=True, inline="always")
 def lookup_phf(blk, g, slots, key, nb):
-    """Range [start, end) in `pos` of neighborhood nb in block key (start == end: absent)."""
+    """Range [start, end) in `pos` of neighborhood nb in block key (start == end: absent).
+    One lookup at a time (scripts/bench_nbindex.py, tests); the mapper uses phf_stages. Inlined at IR
+    level and reading g in place rather than through g_get: each measured 25-40 % faster there."""
     vs = np.int64(blk[key, 0])
     m = np.int64(blk[key + 1, 0]) - vs
     if m == 0:
@@ -116,7 +119,7 @@ def n_variants(ln, e):
 
 @njit(cache=True, nogil=True)
 def n_variants_nb(ln, e):
-    """n_variants in a kernel."""
+    """n_variants in a kernel (scripts/bench_nbindex.py)."""
     total = 1
     for d in range(1, e + 1):
         c = 1
@@ -306,9 +309,10 @@ def lossless_step(length, width, step, max_edits):
 
 
 @njit(cache=True, nogil=True)
-def _query_reads(r0, r1, codes, rc_codes, offsets, max_edits, care, span, ln, step, lossless, e_nb, max_occ,
-                 max_cands, min_hits, blk, g, slots, pos, blk_d, dist, pos_nb, nvar, out_pos, out_cnt):
-    """query_batch for reads r0..r1-1 (one chunk, one thread; scratch buffers grow as needed)."""
+def query_reads(r0, r1, codes, rc_codes, offsets, max_edits, care, span, ln, steps, e_nb, max_occ, max_cands,
+                min_hits, blk, g, slots, pos, blk_d, dist, pos_nb, nvar, out_pos, out_cnt):
+    """query_batch for reads r0..r1-1, read r cut at steps[r] (one range, one thread; scratch buffers
+    grow as needed)."""
     hits = np.empty(1024, np.int64)
     work = np.empty((256, 7), np.int64)
     var = np.empty(nvar, np.int64)
@@ -320,7 +324,7 @@ def _query_reads(r0, r1, codes, rc_codes, offsets, max_edits, care, span, ln, st
     for r in range(r0, r1):
         a = offsets[r]
         b = offsets[r + 1]
-        st_r = lossless_step(b - a, span + ln, step, max_edits[r]) if lossless else step
+        st_r = steps[r]
         for s in range(2):
             seq = codes[a:b] if s == 0 else rc_codes[a:b]
             hits, nh, npat, work = collect_hits(seq, care, span, ln, st_r, e_nb, max_occ, blk, g, slots, pos,
@@ -337,38 +341,35 @@ def _query_reads(r0, r1, codes, rc_codes, offsets, max_edits, care, span, ln, st
             out_cnt[2 * r + s] = nc
 
 
-@njit(parallel=True, cache=True, nogil=True)
 def query_batch(codes, rc_codes, offsets, max_edits, care, span, ln, step, lossless, e_nb, max_occ, max_cands,
                 min_hits, blk, g, slots, pos, blk_d, dist, pos_nb, out_pos, out_cnt):
     """Candidates of every read and strand: out_pos[(2 r + s) * max_cands + k], k < out_cnt[2 r + s],
     ascending. With lossless, each read is cut at lossless_step(its length, ..., max_edits[r]) instead
-    of step. Layout as in collect_hits (blk_d, dist, pos_nb: None where unused). Parallel over chunks of
-    64 reads; results do not depend on the thread count."""
+    of step (computed here, once per distinct (length, max_edits): the kernel gets a step per read and
+    lossless_step compiles only for lossless runs). Layout as in collect_hits (blk_d, dist, pos_nb: None
+    where unused). Parallel over ranges of reads (threads.py); results do not depend on the thread
+    count."""
     n = offsets.shape[0] - 1
-    CH = 64
-    nch = (n + CH - 1) // CH
-    nvar = 1 if pos_nb is not None else n_variants_nb(ln, e_nb)
-    for ci in prange(nch):
-        _query_reads(ci * CH, min(n, ci * CH + CH), codes, rc_codes, offsets, max_edits, care, span, ln, step,
-                     lossless, e_nb, max_occ, max_cands, min_hits, blk, g, slots, pos, blk_d, dist, pos_nb, nvar,
-                     out_pos, out_cnt)
+    if lossless and n:
+        pairs, inverse = np.unique(np.stack([np.diff(offsets), max_edits.astype(np.int64)], axis=1), axis=0,
+                                   return_inverse=True)
+        per_pair = np.array([lossless_step(length, span + ln, step, e) for length, e in pairs.tolist()],
+                            np.int64)
+        steps = per_pair[inverse.reshape(-1)]
+    else:
+        steps = np.full(n, step, np.int64)
+    nvar = 1 if pos_nb is not None else n_variants(ln, e_nb)
+    run_ranges(query_reads, range_bounds(n, 64), codes, rc_codes, offsets, max_edits, care, span, ln, steps,
+               e_nb, max_occ, max_cands, min_hits, blk, g, slots, pos, blk_d, dist, pos_nb, nvar, out_pos,
+               out_cnt)
 
 
-@njit(cache=True, nogil=True)
 def compact(out_pos, out_cnt, max_cands, first_read):
-    """Flatten per read/strand buffers into sorted (read int32, strand int8, pos int64) arrays."""
-    total = 0
-    for i in range(out_cnt.shape[0]):
-        total += out_cnt[i]
-    cr = np.empty(total, np.int32)
-    cs = np.empty(total, np.int8)
-    cp = np.empty(total, np.int64)
-    k = 0
-    for i in range(out_cnt.shape[0]):
-        base = i * max_cands
-        for t in range(out_cnt[i]):
-            cr[k] = first_read + i // 2
-            cs[k] = i % 2
-            cp[k] = out_pos[base + t]
-            k += 1
-    return cr, cs, cp
+    """Flatten per read/strand buffers into sorted (read int32, strand int8, pos int64) arrays (NumPy:
+    no kernel to compile)."""
+    counts = np.asarray(out_cnt, np.int64)
+    slot = np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts)   # 2 read + strand of each
+    first = np.cumsum(counts) - counts                                      # its slot's first output
+    rank = np.arange(slot.shape[0], dtype=np.int64) - first[slot]
+    cp = out_pos[slot * max_cands + rank]
+    return (first_read + slot // 2).astype(np.int32), (slot % 2).astype(np.int8), cp

@@ -8,7 +8,9 @@ For compile time: every helper is compiled once, for one set of argument types (
 uint8, integers as int64, no literal arguments, which Numba would compile once per value).
 """
 import numpy as np
-from numba import njit, prange
+from numba import njit
+
+from pymap.kernels.threads import range_bounds, run_ranges
 
 CIGAR_CHARS = np.frombuffer(b"MIDNSHP=X", dtype=np.uint8).copy()
 BASES = np.frombuffer(b"ACGTN", dtype=np.uint8).copy()
@@ -196,7 +198,17 @@ def _record(buf, p, measure, nms, text, r, rec_read, rec_flag, rec_hit, rec_mapq
             p = _put_bytes(buf, p, text, k0, k)
     else:
         start = h_start[h]
-        ctg = np.searchsorted(ctg_offsets, start, side="right") - 1
+        # contig: the last one starting at or before start (a binary search; np.searchsorted
+        # would compile its generic implementation, about 1 s)
+        lo = 0
+        hi = ctg_offsets.shape[0] - 1
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if ctg_offsets[mid] <= start:
+                lo = mid
+            else:
+                hi = mid
+        ctg = lo
         p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[ctg], ctg_name_offsets[ctg + 1])
         p = _put(buf, p, _TAB)
         p = _put_int(buf, p, start - ctg_offsets[ctg] + 1)
@@ -237,21 +249,27 @@ def _record(buf, p, measure, nms, text, r, rec_read, rec_flag, rec_hit, rec_mapq
     return _put(buf, p, _NL)
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _format(buf, ends, nms, text, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_sub,
+@njit(cache=True, nogil=True)
+def _format(r0, r1, buf, ends, nms, text, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_sub,
             names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
             ctg_names, ctg_name_offsets, ctg_offsets,
             h_strand, h_start, h_dist, cigar, cigar_offsets, rg):
-    """With an empty buf: ends[r + 1] = size of record r (and nms[r] its NM). Otherwise (ends = the
-    records' end offsets, ends[0] = 0) writes record r at buf[ends[r]:ends[r + 1]]."""
+    """Records r0..r1-1. With an empty buf: ends[r + 1] = size of record r (and nms[r] its NM).
+    Otherwise (ends = the records' end offsets, ends[0] = 0) writes record r at
+    buf[ends[r]:ends[r + 1]]."""
     measure = buf.shape[0] == 0
-    for r in prange(rec_read.shape[0]):
-        e = _record(buf, 0 if measure else ends[r], measure, nms, text, np.int64(r), rec_read, rec_flag, rec_hit, rec_mapq, rec_reason,
-                    rec_sub, names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
-                    ctg_names, ctg_name_offsets, ctg_offsets, h_strand, h_start, h_dist, cigar,
+    for r in range(r0, r1):
+        e = _record(buf, 0 if measure else ends[r], measure, nms, text, r, rec_read, rec_flag, rec_hit,
+                    rec_mapq, rec_reason, rec_sub, names, name_offsets, codes, rc_codes, offsets, quals,
+                    ref_codes, ctg_names, ctg_name_offsets, ctg_offsets, h_strand, h_start, h_dist, cigar,
                     cigar_offsets, rg)
         if measure:
             ends[r + 1] = e
+
+
+#: at least this many records per range when formatting on several threads (kernels/threads.py:
+#: Python threads rather than a prange kernel, which would cost about 1 s more compile time)
+GRAIN = 2048
 
 
 def _i64(a):
@@ -282,9 +300,10 @@ def format_sam(rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_sub,
     n = arrays[0].shape[0]
     ends = np.zeros(n + 1, np.int64)
     nms = np.zeros(n, np.int64)
-    _format(np.empty(0, np.uint8), ends, nms, TEXT, *arrays)
+    bounds = range_bounds(n, GRAIN)
+    run_ranges(_format, bounds, np.empty(0, np.uint8), ends, nms, TEXT, *arrays)
     np.cumsum(ends, out=ends)
     buf = np.empty(int(ends[n]), np.uint8)
     if n:
-        _format(buf, ends, nms, TEXT, *arrays)
+        run_ranges(_format, bounds, buf, ends, nms, TEXT, *arrays)
     return buf

@@ -45,7 +45,7 @@ def select_hits(h_read, h_strand, h_start, h_dist, n_reads, read_maxe, read_len,
     rep_offsets int64[n_reads+1], rep_hit int64[...]) where rep_hit lists, per read, the
     primary hit first and then secondaries by (distance, strand, start)."""
     nh = h_read.shape[0]
-    keep = np.ones(nh, np.bool_)
+    keep = np.empty(nh, np.bool_)           # every entry is set below
     # merge hits of one locus: within a (read, strand) run, sorted by start
     i = 0
     while i < nh:
@@ -65,11 +65,14 @@ def select_hits(h_read, h_strand, h_start, h_dist, n_reads, read_maxe, read_len,
                 keep[k] = k == bi
             a = b + 1
         i = j + 1
-    best = np.full(n_reads, -1, np.int32)
-    n_best = np.zeros(n_reads, np.int32)
-    sub = np.full(n_reads, -1, np.int32)
+    # np.empty and loops rather than np.full / np.ones: fewer implementations to compile
+    best = np.empty(n_reads, np.int32)      # best, n_best, sub: set for every read below
+    n_best = np.empty(n_reads, np.int32)
+    sub = np.empty(n_reads, np.int32)
     mapq = np.zeros(n_reads, np.int32)
-    first = np.full(n_reads + 1, nh, np.int64)
+    first = np.empty(n_reads + 1, np.int64)
+    for r in range(n_reads + 1):
+        first[r] = nh
     for k in range(nh - 1, -1, -1):
         first[h_read[k]] = k
     for r in range(n_reads - 1, -1, -1):
@@ -101,7 +104,9 @@ def select_hits(h_read, h_strand, h_start, h_dist, n_reads, read_maxe, read_len,
         n_best[r] = nb
         sub[r] = s
         if b >= 0:
-            mapq[r] = mapq_from_hits(b, nb, s, read_maxe[r])
+            # int64 arguments: with b, nb, s as they are, type inference would first compile a
+            # variant for their initial literal values
+            mapq[r] = mapq_from_hits(np.int64(b), np.int64(nb), np.int64(s), np.int64(read_maxe[r]))
             if report_all:
                 counts[r] = total
             else:

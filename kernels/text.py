@@ -3,9 +3,23 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
+def _i64(a):
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
 def gather_ranges(buf, starts, ends, table):
-    """Concatenate buf[starts[i]:ends[i]] mapped through a 256-entry table; returns (out, offsets)."""
+    """Concatenate buf[starts[i]:ends[i]] mapped through a 256-entry table; returns (out, offsets).
+    (starts, ends are made contiguous int64 first: one compiled kernel for every caller's layout.)"""
+    return _gather_ranges(buf, _i64(starts), _i64(ends), table)
+
+
+def first_word_ends(buf, starts, ends):
+    """End of the first whitespace-free word of each range (read names)."""
+    return _first_word_ends(buf, _i64(starts), _i64(ends))
+
+
+@njit(cache=True, nogil=True)
+def _gather_ranges(buf, starts, ends, table):
     n = starts.shape[0]
     offsets = np.empty(n + 1, np.int64)
     offsets[0] = 0
@@ -21,8 +35,7 @@ def gather_ranges(buf, starts, ends, table):
 
 
 @njit(cache=True, nogil=True)
-def first_word_ends(buf, starts, ends):
-    """End of the first whitespace-free word of each range (read names)."""
+def _first_word_ends(buf, starts, ends):
     out = np.empty(starts.shape[0], np.int64)
     for i in range(starts.shape[0]):
         j = starts[i]

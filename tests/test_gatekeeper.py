@@ -178,10 +178,25 @@ def as_array(seqs, length):
     return np.frombuffer(b"".join(seqs), np.uint8).reshape(-1, length)
 
 
+def ascii_kernel(reads, refs, e, mode, est):
+    """filter_ascii_pairs through its prange kernel whatever the number of pairs (small inputs go
+    through the candidate kernel otherwise)."""
+    from pymap.kernels import gatekeeper_cpu as G
+    saved, G.SMALL_PAIRS = G.SMALL_PAIRS, -1
+    try:
+        filter_ascii_pairs(reads, refs, e, mode, est)
+    finally:
+        G.SMALL_PAIRS = saved
+
+
 def cpu_estimates(reads, refs, e, mode):
+    """The CPU twin's estimates, the same through both routes of filter_ascii_pairs."""
     length = len(reads[0])
     est = np.empty(len(reads), np.int32)
     filter_ascii_pairs(as_array(reads, length), as_array(refs, length), e, MODES[mode], est)
+    big = np.empty(len(reads), np.int32)
+    ascii_kernel(as_array(reads, length), as_array(refs, length), e, MODES[mode], big)
+    assert np.array_equal(est, big), (length, e, mode)
     return est
 
 
@@ -462,6 +477,63 @@ def test_cpu_candidate_path_matches_the_host_cut():
         acc0, est0 = Filter.filter_candidates(f, as_batch(args))
         assert (est == est0).all() and (acc == acc0).all()
         assert (est == -2).any() and (est == -1).any() and (est >= 0).any()
+
+
+@pytest.mark.parametrize("length,e", [(1, 0), (17, 2), (63, 4), (64, 5), (65, 3), (128, 9), (250, 12),
+                                      (100, 70)])
+def test_candidate_kernel_equals_the_pair_kernel(length, e):
+    """filter_code_candidates (codes read one plane word at a time, N and contig ends undefined, on
+    several threads) gives what the ASCII kernel gives on the same pairs cut by hand, for lengths
+    around the 64-slot words and a threshold above 63 (the unvectorised path)."""
+    import numba
+
+    from pymap.kernels import gatekeeper_cpu as G
+    rng = np.random.default_rng(length * 100 + e)
+    n_reads, per_read = 300, 8
+    ref = rng.integers(0, 4, 20000).astype(np.uint8)
+    ref[5000:5003] = 4
+    starts = rng.integers(0, 20000 - length, n_reads)
+    codes = ref[starts[:, None] + np.arange(length)[None, :]].copy()
+    for _ in range(3):                                  # a few substitutions
+        rows = rng.integers(0, n_reads, n_reads // 2)
+        codes[rows, rng.integers(0, length, rows.size)] = rng.integers(0, 4, rows.size)
+    codes[::37, rng.integers(0, length)] = 4            # Ns in some reads
+    rc = np.where(codes < 4, 3 - codes, 4)[:, ::-1]
+    codes, rc = np.ascontiguousarray(codes.reshape(-1), np.uint8), np.ascontiguousarray(rc.reshape(-1), np.uint8)
+    offsets = np.arange(n_reads + 1, dtype=np.int64) * length
+    c_read = np.repeat(np.arange(n_reads, dtype=np.int32), per_read)
+    c_strand = (rng.random(c_read.size) < 0.5).astype(np.int8)
+    c_pos = rng.integers(-10, 20000 - length + 10, c_read.size).astype(np.int64)
+    c_pos[::per_read] = starts
+    c_strand[::per_read] = 0
+    c_lo = np.where(c_pos < 10000, 0, 10000).astype(np.int64)        # two contigs
+    c_hi = np.where(c_pos < 10000, 10000, 20000).astype(np.int64)
+    table = np.frombuffer(b"ACGTN", np.uint8)
+    reads = np.empty((c_read.size, length), np.uint8)
+    refs = np.empty_like(reads)
+    for i in range(c_read.size):
+        src = rc if c_strand[i] else codes
+        reads[i] = table[src[offsets[c_read[i]]:offsets[c_read[i]] + length]]
+        q = c_pos[i] + np.arange(length)
+        inside = (q >= c_lo[i]) & (q < c_hi[i])
+        refs[i] = np.where(inside, table[ref[np.clip(q, 0, ref.size - 1)]], ord("N"))
+    for mode in (MODE_PUBLISHED, MODE_FULL):
+        expected = np.empty(c_read.size, np.int32)
+        ascii_kernel(reads, refs, e, mode, expected)
+        idx = rng.permutation(c_read.size).astype(np.int64)
+        old = numba.get_num_threads()
+        for threads, grain in ((1, G.GRAIN), (numba.config.NUMBA_NUM_THREADS, 64)):
+            got = np.full(c_read.size, 99, np.int32)
+            numba.set_num_threads(threads)
+            saved, G.GRAIN = G.GRAIN, grain
+            try:
+                G.filter_code_candidates(codes, rc, offsets, ref, c_read, c_strand, c_pos, c_lo, c_hi, idx, length,
+                                         e, mode, got)
+            finally:
+                G.GRAIN = saved
+                numba.set_num_threads(old)
+            assert np.array_equal(got, expected), (mode, threads)
+        assert (expected == G.UNDEFINED).any() and (expected >= 0).any()
 
 
 # --------------------------------------------------------------------------------------------------

@@ -14,6 +14,8 @@ import pytest
 
 from pymap.kernels import nbindex_query as Q
 from pymap.kernels import phf as H
+from pymap.kernels.sorting import sort_int64, sort_pairs
+from pymap.kernels.threads import range_bounds, run_ranges
 from pymap.batch import ReadBatch
 from pymap.errors import IndexCorrupt, IndexMismatch
 from pymap.index import load_index, save_index
@@ -582,3 +584,46 @@ def test_defaults_scale_with_genome_size():
     small, ecoli, human = (default_build_params(n) for n in (50_000, 4_600_000, 3_100_000_000))
     assert sum(small) < sum(ecoli) < sum(human)
     assert all(ln <= 16 for _, ln in (small, ecoli, human))
+
+
+# ------------------------------------------------------------------------------- kernel helpers
+
+@pytest.mark.parametrize("n", [0, 1, 2, 31, 32, 33, 64, 65, 100, 1000, 5000])
+def test_sorts_match_numpy(n):
+    rng = np.random.default_rng(n)
+    for hi in (3, 2 ** 40):                                     # many ties, few ties
+        keys = rng.integers(-hi, hi, n + 5).astype(np.int64)
+        vals = np.arange(n + 5, dtype=np.int64)
+        a = keys.copy()
+        sort_int64(a, n)
+        assert np.array_equal(a[:n], np.sort(keys[:n])) and np.array_equal(a[n:], keys[n:])
+        k, v = keys.copy(), vals.copy()
+        sort_pairs(k, v, n)
+        order = np.argsort(keys[:n], kind="stable")
+        assert np.array_equal(k[:n], keys[:n][order]) and np.array_equal(v[:n], order)
+        assert np.array_equal(k[n:], keys[n:]) and np.array_equal(v[n:], vals[n:])
+
+
+def test_run_ranges_covers_each_index_once():
+    prev = numba.get_num_threads()
+    try:
+        for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+            numba.set_num_threads(threads)
+            for n in (0, 1, 63, 64, 1000):
+                bounds = range_bounds(n, 16)
+                assert bounds[0] == 0 and bounds[-1] == n and all(np.diff(bounds) > 0)
+                seen = np.zeros(n, np.int64)
+
+                def mark(a, b, out):
+                    out[a:b] += 1
+
+                run_ranges(mark, bounds, seen)
+                assert (seen == 1).all()
+
+            def fail(a, b):
+                raise RuntimeError("range failed")
+
+            with pytest.raises(RuntimeError, match="range failed"):
+                run_ranges(fail, range_bounds(100, 1))
+    finally:
+        numba.set_num_threads(prev)
