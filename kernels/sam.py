@@ -15,7 +15,8 @@ from pymap.kernels.threads import range_bounds, run_ranges
 CIGAR_CHARS = np.frombuffer(b"MIDNSHP=X", dtype=np.uint8).copy()
 BASES = np.frombuffer(b"ACGTN", dtype=np.uint8).copy()
 #: unmapped-reason codes written as the YU:Z tag
-REASONS = ("", "no_seed_hit", "over_max_edits", "too_short", "too_long", "too_many_n")
+REASONS = ("", "no_seed_hit", "over_max_edits", "too_short", "too_long", "too_many_n", "below_min_score")
+NO_XS = np.int64(np.iinfo(np.int64).min)    # rec_xs of a record without an XS tag
 REASON_BYTES = np.frombuffer(b"".join(r.encode().ljust(16, b"\0") for r in REASONS), dtype=np.uint8).copy()
 
 # characters (np.uint8, so that Numba types them as uint8 rather than as literals)
@@ -23,13 +24,16 @@ _TAB = np.uint8(9)
 _NL = np.uint8(10)
 _STAR = np.uint8(42)
 _MINUS = np.uint8(45)
+_PLUS = np.uint8(43)
+_COMMA = np.uint8(44)
+_SEMI = np.uint8(59)
 _CARET = np.uint8(94)
 
 # fixed texts: TEXT[a:b] for the (a, b) below (np.int64 for the same reason); the kernel takes TEXT
 # as an argument (a global array would be typed read-only, a second type for _put_bytes)
 TEXT = np.concatenate([np.frombuffer(b"*\t0\t0\t*\t*\t0\t0\t"   # unmapped: RNAME POS MAPQ CIGAR RNEXT PNEXT TLEN
                                      b"\t*\t0\t0\t"              # mapped: RNEXT PNEXT TLEN
-                                     b"\tNM:i:\tMD:Z:\tAS:i:\tXS:i:\tYU:Z:\tRG:Z:", dtype=np.uint8),
+                                     b"\tNM:i:\tMD:Z:\tAS:i:\tXS:i:\tYU:Z:\tRG:Z:\tSA:Z:", dtype=np.uint8),
                        REASON_BYTES])
 _UNMAPPED = np.int64(0)
 _MATE = np.int64(14)
@@ -39,8 +43,9 @@ _AS = np.int64(33)
 _XS = np.int64(39)
 _YU = np.int64(45)
 _RG = np.int64(51)
+_SA = np.int64(57)
 _TAG = np.int64(6)             # each tag text: TAB X X : T :
-_REASON = np.int64(57)         # REASON_BYTES
+_REASON = np.int64(63)         # REASON_BYTES
 
 # CIGAR op codes (BAM order MIDNSHP=X)
 _OP_M, _OP_I, _OP_D, _OP_N, _OP_S, _OP_EQ, _OP_X = 0, 1, 2, 3, 4, 7, 8
@@ -165,10 +170,36 @@ def _put_md(buf, p, cigar, c0, c1, ref_codes, start, src, a):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _record(buf, p, measure, nms, text, r, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_sub,
+def _contig_of(ctg_offsets, start):
+    """The contig holding global position start: the last one starting at or before it (a binary
+    search; np.searchsorted would compile its generic implementation, about 1 s)."""
+    lo = 0
+    hi = ctg_offsets.shape[0] - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ctg_offsets[mid] <= start:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _put_cigar(buf, p, cigar, c0, c1):
+    """CIGAR text of cigar[c0:c1] ('*' when empty)."""
+    if c1 == c0:
+        return _put(buf, p, _STAR)
+    for k in range(c0, c1):
+        p = _put_int(buf, p, np.int64(cigar[k] >> 4))
+        p = _put(buf, p, CIGAR_CHARS[cigar[k] & 15])
+    return p
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _record(buf, p, measure, nms, text, r, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa,
             names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
             ctg_names, ctg_name_offsets, ctg_offsets,
-            h_strand, h_start, h_dist, cigar, cigar_offsets, rg):
+            h_strand, h_start, h_score, cigar, cigar_offsets, rg):
     """Record r at buf[p:]; returns its end (after the newline). measure: buf is empty, the call only
     measures the record, and stores the NM of an aligned record in nms[r] for the writing call."""
     read = rec_read[r]
@@ -198,17 +229,7 @@ def _record(buf, p, measure, nms, text, r, rec_read, rec_flag, rec_hit, rec_mapq
             p = _put_bytes(buf, p, text, k0, k)
     else:
         start = h_start[h]
-        # contig: the last one starting at or before start (a binary search; np.searchsorted
-        # would compile its generic implementation, about 1 s)
-        lo = 0
-        hi = ctg_offsets.shape[0] - 1
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if ctg_offsets[mid] <= start:
-                lo = mid
-            else:
-                hi = mid
-        ctg = lo
+        ctg = _contig_of(ctg_offsets, start)
         p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[ctg], ctg_name_offsets[ctg + 1])
         p = _put(buf, p, _TAB)
         p = _put_int(buf, p, start - ctg_offsets[ctg] + 1)
@@ -217,11 +238,7 @@ def _record(buf, p, measure, nms, text, r, rec_read, rec_flag, rec_hit, rec_mapq
         p = _put(buf, p, _TAB)
         c0 = cigar_offsets[r]
         c1 = cigar_offsets[r + 1]
-        if c1 == c0:
-            p = _put(buf, p, _STAR)
-        for k in range(c0, c1):
-            p = _put_int(buf, p, np.int64(cigar[k] >> 4))
-            p = _put(buf, p, CIGAR_CHARS[cigar[k] & 15])
+        p = _put_cigar(buf, p, cigar, c0, c1)
         p = _put_bytes(buf, p, text, _MATE, _NM)
         if (flag & 256) != 0:                   # secondary: SEQ and QUAL are on the primary
             p = _put(buf, p, _STAR)
@@ -239,10 +256,31 @@ def _record(buf, p, measure, nms, text, r, rec_read, rec_flag, rec_hit, rec_mapq
             p = _put_bytes(buf, p, text, _MD, _MD + _TAG)
             p, nm = _put_md(buf, p, cigar, c0, c1, ref_codes, start, src, a)
         p = _put_bytes(buf, p, text, _AS, _AS + _TAG)
-        p = _put_int(buf, p, -np.int64(h_dist[h]))
-        if rec_sub[r] >= 0:
+        p = _put_int(buf, p, h_score[h])
+        if rec_xs[r] != NO_XS:
             p = _put_bytes(buf, p, text, _XS, _XS + _TAG)
-            p = _put_int(buf, p, -np.int64(rec_sub[r]))
+            p = _put_int(buf, p, rec_xs[r])
+        o = rec_sa[r]
+        if o >= 0:                              # SA:Z:rname,pos,strand,CIGAR,mapQ,NM; of the other part
+            ho = rec_hit[o]
+            so = h_start[ho]
+            co = _contig_of(ctg_offsets, so)
+            p = _put_bytes(buf, p, text, _SA, _SA + _TAG)
+            p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[co], ctg_name_offsets[co + 1])
+            p = _put(buf, p, _COMMA)
+            p = _put_int(buf, p, so - ctg_offsets[co] + 1)
+            p = _put(buf, p, _COMMA)
+            p = _put(buf, p, _MINUS if h_strand[ho] == 1 else _PLUS)
+            p = _put(buf, p, _COMMA)
+            p = _put_cigar(buf, p, cigar, cigar_offsets[o], cigar_offsets[o + 1])
+            p = _put(buf, p, _COMMA)
+            p = _put_int(buf, p, rec_mapq[o])
+            p = _put(buf, p, _COMMA)
+            src_o = rc_codes if h_strand[ho] == 1 else codes
+            nm_o = _put_md(buf[:0], np.int64(0), cigar, cigar_offsets[o], cigar_offsets[o + 1], ref_codes, so,
+                           src_o, a)[1]
+            p = _put_int(buf, p, nm_o)
+            p = _put(buf, p, _SEMI)
     if rg.shape[0] > 0:
         p = _put_bytes(buf, p, text, _RG, _RG + _TAG)
         p = _put_bytes(buf, p, rg, np.int64(0), np.int64(rg.shape[0]))
@@ -250,18 +288,18 @@ def _record(buf, p, measure, nms, text, r, rec_read, rec_flag, rec_hit, rec_mapq
 
 
 @njit(cache=True, nogil=True)
-def _format(r0, r1, buf, ends, nms, text, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_sub,
+def _format(r0, r1, buf, ends, nms, text, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa,
             names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
             ctg_names, ctg_name_offsets, ctg_offsets,
-            h_strand, h_start, h_dist, cigar, cigar_offsets, rg):
+            h_strand, h_start, h_score, cigar, cigar_offsets, rg):
     """Records r0..r1-1. With an empty buf: ends[r + 1] = size of record r (and nms[r] its NM).
     Otherwise (ends = the records' end offsets, ends[0] = 0) writes record r at
     buf[ends[r]:ends[r + 1]]."""
     measure = buf.shape[0] == 0
     for r in range(r0, r1):
         e = _record(buf, 0 if measure else ends[r], measure, nms, text, r, rec_read, rec_flag, rec_hit,
-                    rec_mapq, rec_reason, rec_sub, names, name_offsets, codes, rc_codes, offsets, quals,
-                    ref_codes, ctg_names, ctg_name_offsets, ctg_offsets, h_strand, h_start, h_dist, cigar,
+                    rec_mapq, rec_reason, rec_xs, rec_sa, names, name_offsets, codes, rc_codes, offsets, quals,
+                    ref_codes, ctg_names, ctg_name_offsets, ctg_offsets, h_strand, h_start, h_score, cigar,
                     cigar_offsets, rg)
         if measure:
             ends[r + 1] = e
@@ -280,22 +318,23 @@ def _u8(a):
     return np.ascontiguousarray(a, dtype=np.uint8)
 
 
-def format_sam(rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_sub,
+def format_sam(rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa,
                names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
                ctg_names, ctg_name_offsets, ctg_offsets,
-               h_strand, h_start, h_dist, cigar, cigar_offsets, rg):
+               h_strand, h_start, h_score, cigar, cigar_offsets, rg):
     """SAM lines for records (one per output line). rec_hit is the index of the hit (-1 unmapped);
     cigar (BAM-style length << 4 | op) / cigar_offsets are per record (empty for unmapped);
-    h_start is the reference position of the first aligned (not clipped) base, h_dist the hit's
-    edit distance (AS:i is -h_dist; NM and MD are computed from the alignment). rec_sub: the
-    runner-up distance written as XS:i (-1: none). Returns the text as uint8.
+    h_start is the reference position of the first aligned (not clipped) base, h_score the hit's
+    score (AS:i; NM and MD are computed from the alignment). rec_xs: the runner-up's score written
+    as XS:i (NO_XS: none). rec_sa: the record of the read's other part (supplementary <-> primary),
+    written as SA:Z (-1: none). Returns the text as uint8.
 
     Integer arguments are normalised to int64 (cigar to uint32, bytes to uint8) so that the kernel
     is compiled for one signature whatever the caller's dtypes."""
-    arrays = (_i64(rec_read), _i64(rec_flag), _i64(rec_hit), _i64(rec_mapq), _i64(rec_reason), _i64(rec_sub),
+    arrays = (_i64(rec_read), _i64(rec_flag), _i64(rec_hit), _i64(rec_mapq), _i64(rec_reason), _i64(rec_xs), _i64(rec_sa),
               _u8(names), _i64(name_offsets), _u8(codes), _u8(rc_codes), _i64(offsets), _u8(quals),
               _u8(ref_codes), _u8(ctg_names), _i64(ctg_name_offsets), _i64(ctg_offsets),
-              _i64(h_strand), _i64(h_start), _i64(h_dist), np.ascontiguousarray(cigar, dtype=np.uint32),
+              _i64(h_strand), _i64(h_start), _i64(h_score), np.ascontiguousarray(cigar, dtype=np.uint32),
               _i64(cigar_offsets), _u8(rg))
     n = arrays[0].shape[0]
     ends = np.zeros(n + 1, np.int64)

@@ -15,19 +15,19 @@ def mix64(x):
 
 
 @njit(cache=True, nogil=True)
-def mapq_from_hits(best, n_best, sub, max_e):
-    """Mapping quality of a unique best hit from its edit distance, the count of equal bests and
-    the second-best distance (sub = -1: no second hit within max_e). Calibrated on simulated
-    reads (BENCHMARKS.md): each edit of margin to the runner-up is worth about 13 phred."""
+def mapq_from_scores(best, n_best, sub, has_sub, floor, unit):
+    """Mapping quality of a best hit from its score, the count of equal bests, the second-best
+    score (has_sub False: no other hit) and unit, what one edit costs in score (1 for the
+    edit-distance extenders, match + mismatch for the scoring ones). Without a second hit the
+    runner-up may hide where the seeder does not look, at a score of at most floor (a read with
+    e + 1 edits). Calibrated on simulated reads (BENCHMARKS.md): each edit of margin to the
+    runner-up is worth about 13 phred."""
     if n_best > 1:
         return 0
-    if sub < 0:
-        # a runner-up may hide just beyond the threshold; the margin is at least max_e+1-best
-        margin = max_e + 1 - best
-        q = 20 + 13 * margin
+    if has_sub:
+        q = (13 * (best - sub)) // unit - 7
     else:
-        margin = sub - best
-        q = 13 * margin - 7
+        q = 20 + (13 * (best - floor)) // unit
     if q > MAPQ_MAX:
         q = MAPQ_MAX
     if q < 0:
@@ -36,40 +36,41 @@ def mapq_from_hits(best, n_best, sub, max_e):
 
 
 @njit(cache=True, nogil=True)
-def select_hits(h_read, h_strand, h_start, h_dist, n_reads, read_maxe, read_len, global_first,
-                seed, max_hits, report_all):
-    """Hits must be sorted by (read, strand, start). Returns per-read summary and the hits to report.
+def select_hits(h_read, h_strand, h_start, h_score, n_reads, read_span, read_floor, unit, global_first, seed):
+    """Hits sorted by (read, strand, start), h_score larger is better. Per read: the best score,
+    how many hits share it, the second-best score, MAPQ and the primary hit.
 
-    Hits of one read and strand whose starts lie within the read's e of a better (or equal,
-    earlier) one are the same locus and are merged. Returns (best, n_best, sub, mapq,
-    rep_offsets int64[n_reads+1], rep_hit int64[...]) where rep_hit lists, per read, the
-    primary hit first and then secondaries by (distance, strand, start)."""
+    Hits of one read and strand whose starts lie within read_span of a better (or equal, earlier)
+    one are the same locus and are merged: keep[k] is False for the merged-away ones. Returns
+    (best, n_best, sub, has_sub, mapq, primary, keep); primary[r] = -1 for a read without hits,
+    else one of its n_best equal bests, chosen by a hash of (seed, read number)."""
     nh = h_read.shape[0]
     keep = np.empty(nh, np.bool_)           # every entry is set below
-    # merge hits of one locus: within a (read, strand) run, sorted by start
     i = 0
     while i < nh:
         j = i
         while j + 1 < nh and h_read[j + 1] == h_read[i] and h_strand[j + 1] == h_strand[i]:
             j += 1
-        span = read_maxe[h_read[i]]
+        span = read_span[h_read[i]]
         a = i
         while a <= j:
             b = a
             bi = a
             while b + 1 <= j and h_start[b + 1] - h_start[b] <= span:
                 b += 1
-                if h_dist[b] < h_dist[bi]:
+                if h_score[b] > h_score[bi]:
                     bi = b
             for k in range(a, b + 1):
                 keep[k] = k == bi
             a = b + 1
         i = j + 1
     # np.empty and loops rather than np.full / np.ones: fewer implementations to compile
-    best = np.empty(n_reads, np.int32)      # best, n_best, sub: set for every read below
-    n_best = np.empty(n_reads, np.int32)
+    best = np.empty(n_reads, np.int32)
+    n_best = np.zeros(n_reads, np.int32)
     sub = np.empty(n_reads, np.int32)
+    has_sub = np.zeros(n_reads, np.bool_)
     mapq = np.zeros(n_reads, np.int32)
+    primary = np.empty(n_reads, np.int64)
     first = np.empty(n_reads + 1, np.int64)
     for r in range(n_reads + 1):
         first[r] = nh
@@ -78,68 +79,130 @@ def select_hits(h_read, h_strand, h_start, h_dist, n_reads, read_maxe, read_len,
     for r in range(n_reads - 1, -1, -1):
         if first[r] > first[r + 1]:
             first[r] = first[r + 1]
-    counts = np.zeros(n_reads, np.int64)
     for r in range(n_reads):
-        b = -1
+        primary[r] = -1
+        b = np.int64(0)
         nb = 0
-        s = -1
-        total = 0
+        s = np.int64(0)
+        hs = False
         for k in range(first[r], first[r + 1]):
             if not keep[k]:
                 continue
-            total += 1
-            d = h_dist[k]
-            if b < 0 or d < b:
-                if b >= 0:
+            d = np.int64(h_score[k])
+            if nb == 0 or d > b:
+                if nb > 0:
                     s = b
+                    hs = True
                 b = d
                 nb = 1
             elif d == b:
                 nb += 1
-            elif s < 0 or d < s:
+            elif not hs or d > s:
                 s = d
+                hs = True
         if nb > 1:
             s = b
+            hs = True
         best[r] = b
         n_best[r] = nb
         sub[r] = s
-        if b >= 0:
-            # int64 arguments: with b, nb, s as they are, type inference would first compile a
-            # variant for their initial literal values
-            mapq[r] = mapq_from_hits(np.int64(b), np.int64(nb), np.int64(s), np.int64(read_maxe[r]))
-            if report_all:
-                counts[r] = total
-            else:
-                counts[r] = min(total, max_hits)
-    rep_offsets = np.zeros(n_reads + 1, np.int64)
-    for r in range(n_reads):
-        rep_offsets[r + 1] = rep_offsets[r] + counts[r]
-    rep_hit = np.empty(rep_offsets[n_reads], np.int64)
-    for r in range(n_reads):
-        if counts[r] == 0:
+        has_sub[r] = hs
+        if nb == 0:
             continue
-        # the primary: one of the n_best equal bests, chosen by a hash of (seed, read number)
+        mapq[r] = mapq_from_scores(b, np.int64(nb), s, hs, np.int64(read_floor[r]), np.int64(unit))
         pick = np.int64(mix64(np.uint64(seed) * np.uint64(1000003) + np.uint64(global_first + r))
-                        % np.uint64(n_best[r]))
-        prim = -1
+                        % np.uint64(nb))
         seen = 0
         for k in range(first[r], first[r + 1]):
-            if keep[k] and h_dist[k] == best[r]:
+            if keep[k] and h_score[k] == b:
                 if seen == pick:
-                    prim = k
+                    primary[r] = k
                     break
                 seen += 1
-        o = rep_offsets[r]
-        rep_hit[o] = prim
-        filled = 1
-        # secondaries by increasing distance, then (strand, start) order
-        d = best[r]
-        while filled < counts[r]:
-            for k in range(first[r], first[r + 1]):
-                if filled >= counts[r]:
-                    break
-                if keep[k] and k != prim and h_dist[k] == d:
-                    rep_hit[o + filled] = k
-                    filled += 1
-            d += 1
-    return best, n_best, sub, mapq, rep_offsets, rep_hit
+    return best, n_best, sub, has_sub, mapq, primary, keep
+
+
+def query_spans(cigar, cigar_offsets, which, strand, length):
+    """Read interval [begin, end) of alignments `which` in the read's own orientation (a reverse
+    strand alignment's clips swap ends): its leading and trailing soft clips removed."""
+    first = cigar[cigar_offsets[which]]
+    last = cigar[cigar_offsets[which + 1] - 1]
+    lead = np.where(first & 15 == 4, first >> 4, 0).astype(np.int64)
+    trail = np.where(last & 15 == 4, last >> 4, 0).astype(np.int64)
+    rev = strand == 1
+    return np.where(rev, trail, lead), length - np.where(rev, lead, trail)
+
+
+def pick_supplementary(h_read, h_qbeg, h_qend, h_score, keep, primary, n_reads):
+    """Per read, the best kept hit other than the primary whose read interval overlaps the
+    primary's by at most half of the shorter of the two (bwa-mem's rule): the other part of a
+    chimeric read. Returns int64[n_reads], -1 where there is none."""
+    cand = np.flatnonzero(keep)
+    cand = cand[primary[h_read[cand]] != cand]
+    p = primary[h_read[cand]]
+    overlap = np.minimum(h_qend[cand], h_qend[p]) - np.maximum(h_qbeg[cand], h_qbeg[p])
+    shorter = np.minimum(h_qend[cand] - h_qbeg[cand], h_qend[p] - h_qbeg[p])
+    cand = cand[2 * overlap <= shorter]
+    cand = cand[np.lexsort((-h_score[cand].astype(np.int64), h_read[cand]))]
+    first = np.ones(cand.size, np.bool_)
+    first[1:] = h_read[cand[1:]] != h_read[cand[:-1]]
+    supp = np.full(n_reads, -1, np.int64)
+    supp[h_read[cand[first]]] = cand[first]
+    return supp
+
+
+def supplementary_mapq(h_read, h_qbeg, h_qend, h_score, keep, primary, supp, match, unit, read_maxe,
+                       read_len):
+    """MAPQ of each read's supplementary hit (0 where none), as mapq_from_scores would give it
+    against the other kept hits covering mostly the same part of the read."""
+    n_reads = supp.shape[0]
+    has = np.flatnonzero(supp >= 0)
+    mapq = np.zeros(n_reads, np.int64)
+    if has.size == 0:
+        return mapq
+    s = supp[has]
+    span = h_qend[s] - h_qbeg[s]
+    e_part = -(-read_maxe[has].astype(np.int64) * span // np.maximum(read_len[has], 1))
+    floor = span * match - (e_part + 1) * unit
+    best_other = np.full(n_reads, np.iinfo(np.int64).min, np.int64)
+    other = np.flatnonzero(keep)
+    other = other[(supp[h_read[other]] >= 0) & (supp[h_read[other]] != other) & (primary[h_read[other]] != other)]
+    t = supp[h_read[other]]
+    overlap = np.minimum(h_qend[other], h_qend[t]) - np.maximum(h_qbeg[other], h_qbeg[t])
+    shorter = np.minimum(h_qend[other] - h_qbeg[other], h_qend[t] - h_qbeg[t])
+    other = other[2 * overlap > shorter]
+    np.maximum.at(best_other, h_read[other], h_score[other].astype(np.int64))
+    score = h_score[s].astype(np.int64)
+    sub = best_other[has]
+    has_sub = sub > np.iinfo(np.int64).min
+    q = np.where(has_sub, (13 * (score - np.where(has_sub, sub, score))) // unit - 7,
+                 20 + (13 * (score - floor)) // unit)
+    mapq[has] = np.clip(q, 0, MAPQ_MAX)
+    return mapq
+
+
+def report_order(h_read, h_score, keep, primary, supplementary, n_reads, max_hits, report_all):
+    """The hits to report, per read: the primary first, then its supplementary hit (-1: none),
+    then the other kept hits by decreasing score (ties in (strand, start) order), up to max_hits
+    secondaries and primary in all (every one under report_all).
+    Returns (rep_offsets int64[n_reads + 1], rep_hit int64[...])."""
+    others = np.flatnonzero(keep)
+    others = others[(primary[h_read[others]] != others) & (supplementary[h_read[others]] != others)]
+    others = others[np.lexsort((-h_score[others].astype(np.int64), h_read[others]))]   # stable: ties keep order
+    o_read = h_read[others]
+    o_first = np.searchsorted(o_read, np.arange(n_reads + 1))
+    rank = np.arange(others.size) - o_first[o_read]
+    if not report_all:
+        others, o_read = others[rank < max_hits - 1], o_read[rank < max_hits - 1]
+    has = primary >= 0
+    has_supp = supplementary >= 0
+    per_read = has.astype(np.int64) + has_supp + np.bincount(o_read, minlength=n_reads)
+    rep_offsets = np.zeros(n_reads + 1, np.int64)
+    np.cumsum(per_read, out=rep_offsets[1:])
+    rep_hit = np.empty(rep_offsets[-1], np.int64)
+    rep_hit[rep_offsets[:-1][has]] = primary[has]
+    rep_hit[rep_offsets[:-1][has_supp] + 1] = supplementary[has_supp]
+    o_first = np.searchsorted(o_read, np.arange(n_reads + 1))
+    rank = np.arange(others.size) - o_first[o_read]
+    rep_hit[rep_offsets[o_read] + 1 + has_supp[o_read] + rank] = others
+    return rep_offsets, rep_hit

@@ -181,9 +181,10 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
 def summary_line(st, filt=None):
     unm = ", ".join(f"{k} {v}" for k, v in st.unmapped.items() if v)
     parts = [f"{st.reads} reads", f"{st.mapped} mapped", f"{st.reads - st.mapped} unmapped" + (f" ({unm})" if unm else ""),
-             f"{st.secondary} secondary", f"{st.candidates} candidates",
+             f"{st.secondary} secondary", f"{st.supplementary} supplementary", f"{st.candidates} candidates",
              f"{st.accepted} passed the filter" + (f" (run at e+{st.filter_slack})" if st.filter_slack else ""),
-             f"{st.aligned} aligned within e"]
+             f"{st.aligned} aligned" + (f" ({st.rescued} rejected candidates of weak reads extended)"
+                                        if st.rescued else "")]
     if filt is not None and hasattr(filt, "accepted"):
         parts.append("filter accepts " + ", ".join(f"{n} {a}" for n, a in zip(filt.names, filt.accepted)))
     stages = ", ".join(f"{k} {v:.2f}" for k, v in st.seconds.items() if k != "total")

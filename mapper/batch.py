@@ -138,14 +138,26 @@ class CandidateBatch:
         return CandidateBatch(self.reads, self.ref_codes, self.read, self.strand, self.pos, self.lo, self.hi,
                               max_edits)
 
+    def band(self, band=None):
+        """Per candidate, the band w of a scoring extender: `band` when given, else
+        max(max_edits, MIN_BAND); its window is [pos - w, pos + L + w) clamped to [lo, hi)."""
+        if band is not None:
+            return np.full(len(self), int(band), np.int32)
+        return np.maximum(self.max_edits, MIN_BAND).astype(np.int32)
+
+
+#: the narrowest band of the scoring extenders: an indel of up to 16 bases fits whatever e is
+MIN_BAND = 16
+
 
 @dataclass
 class Alignments:
     """An extender's answer, one entry per candidate.
 
-    found: bool, an alignment within the candidate's max_edits exists;
+    found: bool, an alignment exists (edit-distance extenders: within the candidate's max_edits;
+    scoring extenders: with a score of at least their minimum);
     score: int32, larger is better (AS; the edit-distance extenders report -edits);
-    edits: int32, edit distance over the aligned part (NM);
+    edits: int32, edit distance over the aligned part (NM; clipped bases do not count);
     start: int64, global reference position of the first aligned (not clipped) base;
     cigar, cigar_offsets: with traceback only: BAM-style uint32 ops (length << 4 | op; M=0 I=1 D=2
     S=4), candidate i's at cigar[cigar_offsets[i]:cigar_offsets[i + 1]], empty when not found.
@@ -160,6 +172,17 @@ class Alignments:
 
     def __len__(self):
         return self.found.shape[0]
+
+    @staticmethod
+    def concat(a, b):
+        """a's entries then b's (CIGARs included when both have them)."""
+        cat = lambda x, y: np.concatenate([x, y])   # noqa: E731
+        out = Alignments(cat(a.found, b.found), cat(a.score, b.score), cat(a.edits, b.edits),
+                         cat(a.start, b.start))
+        if a.cigar is not None and b.cigar is not None:
+            out.cigar = cat(a.cigar, b.cigar)
+            out.cigar_offsets = cat(a.cigar_offsets, b.cigar_offsets[1:] + a.cigar_offsets[-1])
+        return out
 
     def take(self, index):
         """A subset, without the CIGARs."""

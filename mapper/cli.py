@@ -33,8 +33,16 @@ def _add_stage_args(p):
                    help="filter plugin, or a chain a,b (default: %(default)s)")
     p.add_argument("--filter-opt", action="append", metavar="KEY=VALUE", default=[],
                    help="filter option, repeatable (e.g. device=gpu); NAME.KEY=VALUE for one stage of a chain")
-    p.add_argument("--extender", default="banded", help="extender plugin (default: %(default)s)")
-    p.add_argument("--extender-opt", action="append", metavar="KEY=VALUE", default=[])
+    p.add_argument("--extender", help="extender plugin (default: affine; banded with --all)")
+    p.add_argument("--extender-opt", action="append", metavar="KEY=VALUE", default=[],
+                   help="extender option, repeatable (e.g. band=30)")
+    g = p.add_argument_group("scoring (bwa-mem's letters and defaults; extenders that score)")
+    for letter, key, text in (("A", "match", "score of a match [1]"), ("B", "mismatch", "mismatch penalty [4]"),
+                              ("O", "gap_open", "gap open penalty [6]"),
+                              ("E", "gap_ext", "gap extension penalty; a gap of k costs O + k*E [1]")):
+        g.add_argument(f"-{letter}", dest=key, type=int, metavar="INT", help=text)
+    g.add_argument("-L", dest="clip", metavar="INT[,INT]", help="clipping penalty of each read end [5,5]")
+    g.add_argument("-T", dest="min_score", type=int, metavar="INT", help="minimum score of an alignment [30]")
     p.add_argument("--device", choices=["auto", "cpu", "gpu"],
                    help="shortcut for --filter-opt device=... (GPU filters)")
     p.add_argument("--filter-slack", type=int, metavar="K",
@@ -70,6 +78,8 @@ def build_parser():
     p.add_argument("-N", "--max-hits", type=int, default=1,
                    help="report up to N alignments per read: the primary and N-1 secondaries (default: 1)")
     p.add_argument("--all", action="store_true", help="report every location within e (secondaries)")
+    p.add_argument("-M", dest="split_as_secondary", action="store_true",
+                   help="flag the other part of a chimeric read secondary, not supplementary (bwa -M, Picard)")
     p.add_argument("-R", "--read-group", metavar="LINE", help=r"read group header line, e.g. '@RG\tID:s1\tSM:x'")
     p.add_argument("--seed", type=int, default=0, help="seed of deterministic tie-breaking (default: 0)")
     p.add_argument("--min-length", type=int, default=16, help="shorter reads are reported unmapped (too_short)")
@@ -102,13 +112,21 @@ def _filter_opts(args):
     return opts
 
 
+def _extender_opts(args):
+    opts = plugins.parse_options(args.extender_opt)
+    for key in ("match", "mismatch", "gap_open", "gap_ext", "clip", "min_score"):
+        if getattr(args, key, None) is not None:
+            opts[key] = getattr(args, key)
+    return opts
+
+
 def _options(args, **extra):
     if args.threads < 0:
         raise UsageError(f"-t/--threads must be >= 1 (0 = all cores), got {args.threads}")
     return AlignOptions(max_edits=args.max_edits, threads=args.threads, seeder=args.seeder,
                         seeder_opts=plugins.parse_options(args.seeder_opt), filter=args.filter,
                         filter_opts=_filter_opts(args), extender=args.extender,
-                        extender_opts=plugins.parse_options(args.extender_opt),
+                        extender_opts=_extender_opts(args),
                         filter_slack=args.filter_slack, batch_size=args.batch_size, **extra)
 
 
@@ -137,7 +155,8 @@ def run(args, argv):
         api.build_index(args.reference, args.seeder, plugins.parse_options(args.seeder_opt), args.output)
     elif args.command == "align":
         opt = _options(args, max_hits=args.max_hits, report_all=args.all, read_group=args.read_group,
-                       seed=args.seed, min_length=args.min_length, max_length=args.max_length,
+                       seed=args.seed, split_as_secondary=args.split_as_secondary,
+                       min_length=args.min_length, max_length=args.max_length,
                        progress=not args.no_progress)
         api.align(args.reference, args.reads, out=args.output, options=opt, index_path=args.index,
                   command_line="pymap " + " ".join(shlex.quote(a) for a in argv))

@@ -20,7 +20,11 @@ class AlignOptions:
     under report_all, where no location within e may be lost.
     max_hits: alignments reported per read (primary plus up to max_hits-1 secondaries).
     report_all: report every location within e as secondary alignments (RazerS/mrFAST style).
+    split_as_secondary: the other part of a chimeric read is flagged secondary (256) rather than
+    supplementary (2048), as bwa mem -M does for Picard.
     seed: tie-breaking among equally good hits is a hash of (seed, read number): deterministic.
+    extender: None picks the scoring extender "affine" (bwa-mem scores, clipping), or the
+    edit-distance extender "banded" under report_all (every location within e).
     """
     max_edits: float = DEFAULT_MAX_EDITS
     threads: int = 0
@@ -29,10 +33,11 @@ class AlignOptions:
     filter: str = "gatekeeper-gpu"
     filter_opts: dict = field(default_factory=dict)
     filter_slack: int = None
-    extender: str = "banded"
+    extender: str = None        # None: "affine", or "banded" (edit distance) under report_all
     extender_opts: dict = field(default_factory=dict)
     max_hits: int = 1
     report_all: bool = False
+    split_as_secondary: bool = False
     read_group: str = None
     seed: int = 0
     batch_size: int = 20000
@@ -41,6 +46,8 @@ class AlignOptions:
     progress: bool = True
 
     def validate(self):
+        if self.extender is None:
+            self.extender = "banded" if self.report_all else "affine"
         if not (self.max_edits >= 0):
             raise UsageError(f"-e/--max-edits must be >= 0 (a count, or a fraction of the read length "
                              f"below 1), got {self.max_edits}")

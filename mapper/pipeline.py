@@ -4,14 +4,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pymap.batch import CandidateBatch
+from pymap.batch import Alignments, CandidateBatch
 from pymap.errors import PluginContractError
-from pymap.kernels.cigar import cigar_spans
-from pymap.kernels.sam import REASONS, format_sam
-from pymap.kernels.select import select_hits
+from pymap.kernels.cigar import cigar_edits, cigar_spans
+from pymap.kernels.sam import NO_XS, REASONS, format_sam
+from pymap.kernels.select import (pick_supplementary, query_spans, report_order, select_hits,
+                                  supplementary_mapq)
 from pymap.slack import SlackTable
 
 REASON = {name: i for i, name in enumerate(REASONS)}
+#: a scoring extender's candidate must leave at least this many read bases in its contig (bwa -T 30)
+MIN_ALIGNED = 30
 
 
 @dataclass
@@ -23,7 +26,9 @@ class RunStats:
     candidates: int = 0
     accepted: int = 0          # candidates the filter passed
     aligned: int = 0
+    rescued: int = 0           # rejected candidates extended all the same (Pipeline.align)
     secondary: int = 0
+    supplementary: int = 0
     seconds: dict = field(default_factory=dict)
     filter_slack: str = None   # the allowance the filter ran with ("0", "0..1", "e")
 
@@ -85,28 +90,70 @@ class Pipeline:
         L = lengths[cands.read].astype(np.int64)
         e = maxe[cands.read].astype(np.int64)
         offs = self.ref.offsets
-        ctg = np.clip(np.searchsorted(offs, cands.pos + L // 2, side="right") - 1, 0, len(offs) - 2)
+        last = len(offs) - 2
+        ctg = np.clip(np.searchsorted(offs, cands.pos + L // 2, side="right") - 1, 0, last)
+        if self.extender.scoring != "edits":
+            # a read over a contig end is aligned (clipped) on both sides: one candidate per contig
+            first = np.clip(np.searchsorted(offs, cands.pos, side="right") - 1, 0, last)
+            final = np.clip(np.searchsorted(offs, cands.pos + L - 1, side="right") - 1, 0, last)
+            two = np.flatnonzero(first != final)
+            cands = cands.take(np.concatenate([np.arange(len(cands)), two]))
+            ctg = np.concatenate([first, final[two]])
+            L, e = np.concatenate([L, L[two]]), np.concatenate([e, e[two]])
+            need = np.minimum(L - e, MIN_ALIGNED)
+        else:
+            need = L - e
         lo, hi = offs[ctg], offs[ctg + 1]
         span = np.minimum(hi, cands.pos + L + e) - np.maximum(lo, cands.pos - e)
-        idx = np.flatnonzero(span >= L - e)
+        idx = np.flatnonzero(span >= need)
         c = cands.take(idx)
         return CandidateBatch(batch, self.ref.codes, c.read, c.strand, c.pos, lo[idx], hi[idx], e[idx])
 
     def filter(self, cands):
-        """The candidates the filter accepts, run at e + the measured (or --filter-slack) allowance."""
+        """Which candidates the filter accepts (bool mask), run at e + the measured (or --filter-slack)
+        allowance."""
         thresholds = self.slack.thresholds(cands.lengths, cands.max_edits)
         accept, _ = self.filt.filter_candidates(cands.with_max_edits(thresholds))
         accept = np.asarray(accept, np.bool_)
         if accept.shape != (len(cands),):
             raise PluginContractError(f"filter {self.filt.name!r} returned {accept.shape} decisions for "
                                       f"{len(cands)} candidates")
-        return cands.take(np.flatnonzero(accept))
+        return accept
 
-    def extend(self, cands, traceback):
-        """The extender's Alignments, checked against the contract."""
-        aln = self.extender.extend(cands, traceback=traceback)
-        check_alignments(self.extender, cands, aln, traceback)
+    def extend(self, cands):
+        """The extender's Alignments with CIGARs, checked against the contract."""
+        aln = self.extender.extend(cands, traceback=True)
+        check_alignments(self.extender, cands, aln, True)
         return aln
+
+    def align(self, cands, accept, good_score):
+        """Extend the accepted candidates; then, for a scoring extender, also the rejected candidates
+        of reads whose best alignment scores below good_score[read] (what e mismatches leave) or
+        leaves MIN_ALIGNED or more bases clipped. The filter compares the whole read with an
+        equal-length segment: it rejects a read that needs clipping (an adapter, a junk tail, a
+        contig end) at its true locus, and the other part of a chimera, which clipped alignments
+        may still win or report. Returns (candidate index, Alignments) of everything extended."""
+        idx = np.flatnonzero(accept)
+        aln = self.extend(cands.take(idx))
+        if self.extender.scoring == "edits" or accept.all():
+            return idx, aln
+        n_reads = len(cands.reads)
+        f = np.flatnonzero(aln.found)
+        f = f[np.lexsort((-aln.score[f].astype(np.int64), cands.read[idx[f]]))]
+        f_read = cands.read[idx[f]]
+        first = np.ones(f.size, np.bool_)
+        first[1:] = f_read[1:] != f_read[:-1]
+        top, top_read = f[first], f_read[first]        # each read's best alignment
+        length = cands.reads.lengths.astype(np.int64)
+        qbeg, qend = query_spans(aln.cigar, aln.cigar_offsets, top, cands.strand[idx[top]], length[top_read])
+        weak = np.ones(n_reads, np.bool_)
+        weak[top_read] = ((aln.score[top] < good_score[top_read])
+                          | (length[top_read] - (qend - qbeg) >= MIN_ALIGNED))
+        rescue = np.flatnonzero(~accept & weak[cands.read])
+        self.stats.rescued += rescue.size
+        if rescue.size == 0:
+            return idx, aln
+        return np.concatenate([idx, rescue]), Alignments.concat(aln, self.extend(cands.take(rescue)))
 
     def map_batch(self, batch):
         """SAM text (bytes) for a batch, every read exactly once as primary or unmapped."""
@@ -115,6 +162,7 @@ class Pipeline:
         t = time.perf_counter()
         batch.with_rc()
         n = len(batch)
+        lengths = batch.lengths.astype(np.int64)
         maxe, reason = self.read_limits(batch)
         cands = self.candidates(batch, maxe, reason)
         has_cand = np.zeros(n, np.bool_)
@@ -122,25 +170,40 @@ class Pipeline:
         st.candidates += len(cands)
         t = self._timed("seed", t)
 
-        cands = self.filter(cands)
-        st.accepted += len(cands)
+        accept = self.filter(cands)
+        st.accepted += int(accept.sum())
         t = self._timed("filter", t)
 
-        aln = self.extend(cands, traceback=False)
-        ok = np.flatnonzero(aln.found)
-        st.aligned += ok.size
-        hits, aln = cands.take(ok), aln.take(ok)
-        order = np.lexsort((aln.start, hits.strand, hits.read))
-        hits, aln = hits.take(order), aln.take(order)
+        # score scale: 0 / 1 for the edit-distance extenders (score = -edits)
+        match, unit = self.extender.match_score, self.extender.edit_cost
+        ext_idx, aln = self.align(cands, accept, lengths * match - maxe * unit)
         t = self._timed("extend", t)
 
-        max_hits = opt.max_hits
-        best, n_best, sub, mapq, rep_offsets, rep_hit = select_hits(
-            hits.read, hits.strand, aln.start, -aln.score, n, maxe, batch.lengths, batch.first_index,
-            opt.seed, max_hits, opt.report_all)
-        mapped = best >= 0
-        reason[(reason == 0) & ~mapped] = np.where(has_cand[(reason == 0) & ~mapped],
-                                                   REASON["over_max_edits"], REASON["no_seed_hit"])
+        # hits: the alignments found, sorted by (read, strand, start); hit k is alignment hit_aln[k]
+        found = np.flatnonzero(aln.found)
+        st.aligned += found.size
+        h_read = cands.read[ext_idx[found]]
+        h_strand = cands.strand[ext_idx[found]]
+        h_start, h_score = aln.start[found], aln.score[found]
+        order = np.lexsort((h_start, h_strand, h_read))
+        hit_aln = found[order]
+        h_read, h_strand, h_start, h_score = h_read[order], h_strand[order], h_start[order], h_score[order]
+        floor = lengths * match - (maxe + 1) * unit
+        best, n_best, sub, has_sub, mapq, primary, keep = select_hits(
+            h_read, h_strand, h_start, h_score, n, maxe, floor, unit, batch.first_index, opt.seed)
+        supp = np.full(n, -1, np.int64)
+        supp_mapq = np.zeros(n, np.int64)
+        if self.extender.scoring != "edits" and not opt.report_all and hit_aln.size:
+            qbeg, qend = query_spans(aln.cigar, aln.cigar_offsets, hit_aln, h_strand, lengths[h_read])
+            supp = pick_supplementary(h_read, qbeg, qend, h_score, keep, primary, n)
+            supp_mapq = supplementary_mapq(h_read, qbeg, qend, h_score, keep, primary, supp, match, unit,
+                                           maxe, lengths)
+        rep_offsets, rep_hit = report_order(h_read, h_score, keep, primary, supp, n, opt.max_hits,
+                                            opt.report_all)
+        mapped = primary >= 0
+        unaligned = (reason == 0) & ~mapped
+        no_aln = REASON["over_max_edits"] if self.extender.scoring == "edits" else REASON["below_min_score"]
+        reason[unaligned] = np.where(has_cand[unaligned], no_aln, REASON["no_seed_hit"])
 
         # one record per reported hit, and one unmapped record for reads without any
         n_rep = np.diff(rep_offsets)
@@ -152,40 +215,53 @@ class Pipeline:
         rec_hit = np.full(rec_read.size, -1, np.int64)
         m = n_rep[rec_read] > 0
         rec_hit[m] = rep_hit[rep_offsets[rec_read[m]] + rank[m]]
-        aligned_recs = np.flatnonzero(rec_hit >= 0)
-        hk = rec_hit[aligned_recs]
-        t = self._timed("select", t)
-        traced = self.extend(hits.take(hk), traceback=True)
-        if not (np.array_equal(traced.found, np.ones(hk.size, np.bool_))
-                and np.array_equal(traced.score, aln.score[hk]) and np.array_equal(traced.start, aln.start[hk])):
-            raise PluginContractError(f"extender {self.extender.name!r}: the traceback pass disagrees with "
-                                      f"the score pass on the same candidates")
-        t = self._timed("extend", t)
-        rec_cig_off = np.zeros(rec_read.size + 1, np.int64)
-        counts = np.zeros(rec_read.size, np.int64)
-        counts[aligned_recs] = np.diff(traced.cigar_offsets)
-        np.cumsum(counts, out=rec_cig_off[1:])
-        flag = np.where(rec_hit >= 0, 0, 4).astype(np.int64)
-        flag[rec_hit >= 0] |= hits.strand[rec_hit[rec_hit >= 0]].astype(np.int64) * 16
-        flag[(rec_hit >= 0) & (rank > 0)] |= 256
-        rec_mapq = np.where(rank == 0, mapq[rec_read], 0).astype(np.int64)
-        rec_mapq[rec_hit < 0] = 0
-        rec_sub = np.where(rank == 0, sub[rec_read], -1).astype(np.int32)
+        aligned = rec_hit >= 0
+        rec_aln = np.full(rec_hit.size, -1, np.int64)
+        rec_aln[aligned] = hit_aln[rec_hit[aligned]]
+        rec_cigar, rec_cig_off = gather_cigars(aln, rec_aln)
+        is_supp = aligned & (rank == 1) & (supp[rec_read] >= 0)
+        flag = np.where(aligned, 0, 4).astype(np.int64)
+        flag[aligned] |= h_strand[rec_hit[aligned]].astype(np.int64) * 16
+        flag[aligned & (rank > 0) & ~is_supp] |= 256
+        flag[is_supp] |= 256 if opt.split_as_secondary else 2048
+        rec_mapq = np.where(aligned & (rank == 0), mapq[rec_read], 0).astype(np.int64)
+        rec_mapq[is_supp] = supp_mapq[rec_read[is_supp]]
+        rec_xs = np.where(aligned & (rank == 0) & has_sub[rec_read], sub[rec_read].astype(np.int64), NO_XS)
+        # SA tags: a primary and its supplementary point at each other
+        rec_sa = np.full(rec_read.size, -1, np.int64)
+        si = np.flatnonzero(is_supp)
+        rec_sa[si] = si - 1
+        rec_sa[si - 1] = si
         rec_reason = reason[rec_read].astype(np.int64)
+        t = self._timed("select", t)
 
-        quals = batch.quals
-        text = format_sam(rec_read, flag, rec_hit, rec_mapq, rec_reason, rec_sub,
+        text = format_sam(rec_read, flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa,
                           batch.names, batch.name_offsets, batch.codes, batch.rc_codes, batch.offsets,
-                          quals, self.ref.codes, self.ctg_names, self.ctg_name_offsets, self.ref.offsets,
-                          hits.strand, aln.start, aln.edits, traced.cigar, rec_cig_off, self.rg)
+                          batch.quals, self.ref.codes, self.ctg_names, self.ctg_name_offsets, self.ref.offsets,
+                          h_strand, h_start, h_score, rec_cigar, rec_cig_off, self.rg)
         self._timed("sam", t)
         st.reads += n
         st.mapped += int(mapped.sum())
-        st.secondary += int((rank > 0).sum())
+        st.secondary += int(((rank > 0) & ~is_supp).sum())
+        st.supplementary += int(is_supp.sum())
         for code, name in enumerate(REASONS):
             if code:
                 st.unmapped[name] += int((reason == code).sum())
         return text.tobytes()
+
+
+def gather_cigars(aln, which):
+    """The CIGARs of alignments `which` (-1: none) back to back: (cigar, offsets[len(which) + 1])."""
+    offs = aln.cigar_offsets
+    has = which >= 0
+    counts = np.zeros(which.size, np.int64)
+    counts[has] = offs[which[has] + 1] - offs[which[has]]
+    out_offs = np.zeros(which.size + 1, np.int64)
+    np.cumsum(counts, out=out_offs[1:])
+    first = np.zeros(which.size, np.int64)
+    first[has] = offs[which[has]]
+    src = np.repeat(first - out_offs[:-1], counts) + np.arange(out_offs[-1])
+    return aln.cigar[src], out_offs
 
 
 def check_alignments(extender, cands, aln, traceback):
@@ -200,7 +276,8 @@ def check_alignments(extender, cands, aln, traceback):
     aln.edits = np.asarray(aln.edits, np.int32)
     aln.start = np.asarray(aln.start, np.int64)
     f = aln.found
-    if np.any(aln.edits[f] > cands.max_edits[f]) or np.any(aln.edits[f] < 0):
+    bound = cands.max_edits[f] if extender.scoring == "edits" else np.iinfo(np.int32).max
+    if np.any(aln.edits[f] > bound) or np.any(aln.edits[f] < 0):
         raise PluginContractError(f"{who}: an alignment has more edits than its threshold")
     if np.any(aln.start[f] < cands.lo[f]) or np.any(aln.start[f] >= np.maximum(cands.hi[f], cands.lo[f] + 1)):
         raise PluginContractError(f"{who}: an alignment starts outside its contig")
@@ -222,3 +299,12 @@ def check_alignments(extender, cands, aln, traceback):
         raise PluginContractError(f"{who}: a CIGAR covers {qlen[i]} read bases of {cands.lengths[i]}")
     if np.any(aln.start[fi] + rlen[fi] > cands.hi[fi]):
         raise PluginContractError(f"{who}: an alignment runs past its contig's end")
+    r = cands.reads
+    nm = cigar_edits(aln.cigar, offs, aln.start, r.codes, r.rc_codes, r.offsets, cands.read, cands.strand,
+                     cands.ref_codes)
+    if np.any(nm[fi] != aln.edits[fi]):
+        i = fi[np.flatnonzero(nm[fi] != aln.edits[fi])[0]]
+        raise PluginContractError(f"{who}: its traceback disagrees with its edit count (NM {aln.edits[i]}, "
+                                  f"the CIGAR gives {nm[i]})")
+    if extender.scoring == "edits" and np.any(aln.score[fi] != -aln.edits[fi]):
+        raise PluginContractError(f"{who}: scoring 'edits' but a score is not -edits")

@@ -108,17 +108,23 @@ def group_by_length_and_edits(cands):
 class Extender:
     """Aligns reads to the reference around candidates.
 
-    extend(cands, traceback) -> pymap.batch.Alignments for a CandidateBatch. The alignment of
-    candidate i lies in the window [pos - e, pos + L + e] clamped to [lo, hi) (e = max_edits[i]).
-    With traceback=False only found/score/edits/start are needed; with traceback=True the CIGARs
-    too, and the mapper checks that both passes agree for the same candidates and that every CIGAR
-    spans the whole read (M/I/S ops) and stays in its window (pymap.errors.PluginContractError).
+    extend(cands, traceback) -> pymap.batch.Alignments for a CandidateBatch. The mapper calls it
+    once per batch with traceback=True (CIGARs wanted); traceback=False (found/score/edits/start
+    only) serves evaluations. The alignment of candidate i stays in its contig [lo, hi), within
+    [pos - e, pos + L + e] for an edit-distance extender (e = max_edits[i]). The mapper checks that
+    every CIGAR spans the whole read (M/I/S ops, S at the ends), stays in the contig and gives the
+    reported NM (pymap.errors.PluginContractError); docs/plugins.md has the whole contract.
 
     scoring: "edits" when score = -edits (edit-distance extenders), "affine" when the score is an
-    alignment score (higher is better, not derived from the edit count).
+    alignment score (higher is better, not derived from the edit count). A scoring extender also
+    sets match_score (the score of one matching base) and edit_cost (what one mismatch costs: the
+    match it loses plus its penalty); the mapper's MAPQ and its rescue of filter-rejected
+    candidates work in these units.
     """
     name = None
     scoring = "edits"
+    match_score = 0
+    edit_cost = 1
 
     def extend(self, cands, traceback=False):
         raise NotImplementedError

@@ -39,7 +39,25 @@ def _apply(ref_seq, start, cigar, read):
         elif op == 2:
             edits += n
             q += n
+        elif op == 4:
+            j += n
     return j, ref_seq[start:q], edits
+
+
+def _affine_score(ref_seq, start, cigar, read):
+    """bwa-mem's AS of an alignment (match 1, mismatch -4, N -1, a gap of k -(6 + k))."""
+    q, j, score = start, 0, 0
+    for op, n in cigar:
+        if op == 0:
+            score += sum(-1 if "N" in (ref_seq[q + k], read[j + k]) else (1 if ref_seq[q + k] == read[j + k] else -4)
+                         for k in range(n))
+            q, j = q + n, j + n
+        elif op in (1, 2):
+            score -= 6 + n
+            q, j = (q, j + n) if op == 1 else (q + n, j)
+        elif op == 4:
+            j += n
+    return score
 
 
 def _md(ref_seq, start, cigar, read):
@@ -54,7 +72,7 @@ def _md(ref_seq, start, cigar, read):
                     run = 0
             q += n
             j += n
-        elif op == 1:
+        elif op in (1, 4):
             j += n
         elif op == 2:
             out.append(f"{run}^{ref_seq[q:q + n]}")
@@ -63,10 +81,11 @@ def _md(ref_seq, start, cigar, read):
     return "".join(out) + str(run)
 
 
-def test_sim_reads_placed_and_sam_consistent(sim_data, tmp_path):
+@pytest.mark.parametrize("extender", ["affine", "banded"])
+def test_sim_reads_placed_and_sam_consistent(sim_data, tmp_path, extender):
     ref, reads, truth, contigs = sim_data
     out = tmp_path / "out.sam"
-    st = _run(ref, reads, out, max_edits=0.06, threads=2)
+    st = _run(ref, reads, out, max_edits=0.06, threads=2, extender=extender)
     seen = {}
     correct = 0
     with pysam.AlignmentFile(str(out)) as sam:
@@ -82,9 +101,13 @@ def test_sim_reads_placed_and_sam_consistent(sim_data, tmp_path):
             ref_seq = contigs[rec.reference_name]
             used, covered, ed = _apply(ref_seq, rec.reference_start, rec.cigartuples, read)
             assert used == len(read)
-            assert ed == rec.get_tag("NM") and rec.get_tag("AS") == -ed
+            assert ed == rec.get_tag("NM")
             assert rec.get_tag("MD") == _md(ref_seq, rec.reference_start, rec.cigartuples, read)
-            assert edlib.align(read, covered, mode="NW")["editDistance"] == ed
+            if extender == "banded":
+                assert rec.get_tag("AS") == -ed
+                assert edlib.align(read, covered, mode="NW")["editDistance"] == ed
+            else:
+                assert rec.get_tag("AS") == _affine_score(ref_seq, rec.reference_start, rec.cigartuples, read)
             if (rec.reference_name == c and abs(rec.reference_start - pos) <= 10
                     and rec.is_reverse == (strand == "-")):
                 correct += 1
@@ -185,12 +208,17 @@ def test_filter_slack_keeps_reads_with_indels_near_e(tmp_path):
     assert edlib.align(read, seq[1990:2110], mode="HW")["editDistance"] == 3
     assert edlib.align(read, seq[2000:2000 + len(read)], mode="NW")["editDistance"] > 3
     out = tmp_path / "o.sam"
-    st = _run(tmp_path / "r.fa", tmp_path / "q.fq", out, max_edits=3, filter="edlib")
+    kw = dict(max_edits=3, filter="edlib", extender="banded")
+    st = _run(tmp_path / "r.fa", tmp_path / "q.fq", out, **kw)
     rec = next(iter(pysam.AlignmentFile(str(out))))
     assert st.mapped == 1 and rec.reference_start == 2000 and rec.get_tag("NM") == 3
-    st = _run(tmp_path / "r.fa", tmp_path / "q.fq", out, max_edits=3, filter="edlib", filter_slack=0)
+    st = _run(tmp_path / "r.fa", tmp_path / "q.fq", out, filter_slack=0, **kw)
     rec = next(iter(pysam.AlignmentFile(str(out))))
     assert st.mapped == 0 and rec.get_tag("YU") == "over_max_edits"
+    # the scoring extender extends a weak read's rejected candidates: the read is mapped anyway
+    st = _run(tmp_path / "r.fa", tmp_path / "q.fq", out, max_edits=3, filter="edlib", filter_slack=0)
+    rec = next(iter(pysam.AlignmentFile(str(out))))
+    assert st.mapped == 1 and rec.reference_start == 2000 and st.rescued >= 1
 
 
 def test_all_mode_seeds_losslessly(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 
 from pymap import cli
 from pymap.batch import Alignments
-from pymap.extenders.banded import BandedExtender
+from pymap.extenders.affine import AffineExtender
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REF = os.path.join(ROOT, "examples", "lambda.fa")
@@ -90,7 +90,7 @@ def test_failed_run_leaves_no_output(tmp_path, capsys):
 def test_internal_error_is_not_a_usage_error(tmp_path, capsys, monkeypatch):
     def broken(self, cands, traceback=False):
         raise ValueError("something inside went wrong")
-    monkeypatch.setattr(BandedExtender, "extend", broken)
+    monkeypatch.setattr(AffineExtender, "extend", broken)
     out = tmp_path / "out.sam"
     rc, err = _run(capsys, "align", REF, READS, "-o", out)
     assert rc == 3 and "internal error" in err and "ValueError" in err and "usage" not in err
@@ -98,7 +98,7 @@ def test_internal_error_is_not_a_usage_error(tmp_path, capsys, monkeypatch):
 
 
 def test_extender_breaking_the_contract_is_reported(tmp_path, capsys, monkeypatch):
-    real = BandedExtender.extend
+    real = AffineExtender.extend
 
     def short_cigars(self, cands, traceback=False):
         aln = real(self, cands, traceback)
@@ -106,20 +106,20 @@ def test_extender_breaking_the_contract_is_reported(tmp_path, capsys, monkeypatc
             aln.cigar = aln.cigar.copy()
             aln.cigar[0] = np.uint32(((aln.cigar[0] >> 4) - 1) << 4 | (aln.cigar[0] & 15))
         return aln
-    monkeypatch.setattr(BandedExtender, "extend", short_cigars)
+    monkeypatch.setattr(AffineExtender, "extend", short_cigars)
     rc, err = _run(capsys, "align", REF, READS, "-o", tmp_path / "out.sam")
-    assert rc == 3 and "extender 'banded'" in err and "read bases" in err
+    assert rc == 3 and "extender 'affine'" in err and "read bases" in err
 
 
 def test_traceback_disagreeing_with_scores_is_reported(tmp_path, capsys, monkeypatch):
-    real = BandedExtender.extend
+    real = AffineExtender.extend
 
     def shifted(self, cands, traceback=False):
         aln = real(self, cands, traceback)
         if traceback:
-            aln = Alignments(aln.found, aln.score - 1, aln.edits, aln.start, aln.cigar, aln.cigar_offsets)
+            aln = Alignments(aln.found, aln.score, aln.edits + 1, aln.start, aln.cigar, aln.cigar_offsets)
         return aln
-    monkeypatch.setattr(BandedExtender, "extend", shifted)
+    monkeypatch.setattr(AffineExtender, "extend", shifted)
     rc, err = _run(capsys, "align", REF, READS, "-o", tmp_path / "out.sam")
     assert rc == 3 and "disagrees" in err
 

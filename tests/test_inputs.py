@@ -19,10 +19,18 @@ from pymap import index as idxfile
 from pymap.options import AlignOptions
 from pymap.seeders.neighborhood import NeighborhoodSeeder
 
-from test_properties import (body, check_sam, default_filter_available, mutate, norm, parse_sam, rand_seq,
+from test_properties import check_sam as check_sam_of
+from test_properties import (body, default_filter_available, mutate, norm, parse_sam, rand_seq,
                              revcomp, sq_lines)
 
 # the default filter when installed, else `none` (the stage under test here is I/O, not filtering)
+
+
+def check_sam(*args, **kw):
+    """test_properties.check_sam for the default extender ("banded" under report_all)."""
+    return check_sam_of(*args, extender="banded" if kw.get("report_all") else "affine", **kw)
+
+
 FILTER = AlignOptions().filter if default_filter_available() else "none"
 CLI_FILTER = [] if FILTER == AlignOptions().filter else ["--filter", FILTER]
 E = AlignOptions().max_edits

@@ -16,6 +16,10 @@ both strands, plus unrelated random reads), the SAM written by `pymap.api.align`
 - the filter `none` maps every read the default filter maps, at least as well;
 - the output is identical for threads 1 vs 2 and batch_size 1 vs 1000.
 
+These are the edit-distance model's properties (extender `banded`). With the default extender
+`affine` the same run checks hold except: CIGARs may soft-clip either end, AS is bwa-mem's score
+recomputed from the alignment (at least 30), and NM is not bounded by e.
+
 The helpers (`parse_sam`, `check_sam`, ...) are shared with tests/test_inputs.py.
 """
 import os
@@ -33,7 +37,7 @@ from pymap.options import AlignOptions
 
 COMP = str.maketrans("ACGTN", "TGCAN")
 IUPAC = "RYKMSWBDHVN"
-REASONS = {"no_seed_hit", "over_max_edits", "too_short", "too_long", "too_many_n"}
+REASONS = {"no_seed_hit", "over_max_edits", "too_short", "too_long", "too_many_n", "below_min_score"}
 MD_RE = re.compile(r"^[0-9]+(([A-Z]|\^[A-Z]+)[0-9]+)*$")
 CIGAR_RE = re.compile(r"(\d+)([MIDNSHP=X])")
 
@@ -129,9 +133,30 @@ def recompute(read, ref, start, ops):
             md.append(f"{run}^{ref[q:q + n]}")
             run = 0
             q += n
+        elif op == "S":
+            j += n
         else:
             raise AssertionError(f"unexpected CIGAR op {op}")
     return j, ref[start:q], nm, "".join(md) + str(run)
+
+
+def affine_score(read, ref, start, ops, a=1, b=4, o=6, e=1):
+    """bwa-mem's raw score (AS) of an alignment: match a, mismatch -b, N -1, a gap of k -(o + k e)."""
+    q, j, score = start, 0, 0
+    for n, op in ops:
+        if op == "M":
+            for k in range(n):
+                x, y = read[j + k], ref[q + k]
+                score += -1 if "N" in (x, y) else (a if x == y else -b)
+            q += n
+            j += n
+        elif op in "IS":
+            score -= (o + n * e) if op == "I" else 0
+            j += n
+        else:
+            score -= o + n * e
+            q += n
+    return score
 
 
 def nw_distance(read, span):
@@ -143,11 +168,13 @@ def nw_distance(read, span):
     return edlib.align(a, b, mode="NW", task="distance")["editDistance"]
 
 
-def check_sam(text, reads, contigs, e, report_all=False, max_hits=1, min_length=16, max_length=1000):
+def check_sam(text, reads, contigs, e, report_all=False, max_hits=1, min_length=16, max_length=1000,
+              extender="banded"):
     """Check every invariant of the module docstring on SAM text.
 
     reads: list of (name, seq as written, qual or None); contigs: {name: sequence as written}.
-    e, report_all, max_hits, min_length, max_length: the run's options.
+    e, report_all, max_hits, min_length, max_length, extender: the run's options ("banded": the
+    edit-distance model; "affine": bwa-mem scores with clipping, default options).
     Returns {read index: [records, primary first]}."""
     header, recs = parse_sam(text)
     ref = {n: norm(s) for n, s in contigs.items()}
@@ -210,7 +237,9 @@ def check_sam(text, reads, contigs, e, report_all=False, max_hits=1, min_length=
             seen.add(key)
             ctg = ref[r["rname"]]
             ops = cigar_ops(r["cigar"])
-            assert all(op in "MID" for _, op in ops) and all(n > 0 for n, _ in ops), r["line"]
+            allowed = "MID" if extender == "banded" else "MIDS"
+            assert all(op in allowed for _, op in ops) and all(n > 0 for n, _ in ops), r["line"]
+            assert all(op != "S" for _, op in ops[1:-1]) and ops[0][1] in "MS" and ops[-1][1] in "MS", r["line"]
             start = r["pos"] - 1
             used, span, nm, md = recompute(oriented, ctg, start, ops)
             assert used == L, f"CIGAR {r['cigar']} consumes {used} of {L} read bases ({name})"
@@ -218,6 +247,9 @@ def check_sam(text, reads, contigs, e, report_all=False, max_hits=1, min_length=
             assert r["tags"]["NM"] == nm, f"NM {r['tags']['NM']} != recomputed {nm}: {r['line']}"
             assert r["tags"]["MD"] == md, f"MD {r['tags']['MD']} != recomputed {md}: {r['line']}"
             assert MD_RE.match(md)
+            if extender == "affine":
+                assert r["tags"]["AS"] == affine_score(oriented, ctg, start, ops) >= 30, r["line"]
+                continue
             assert r["tags"]["AS"] == -nm
             assert nm <= me, f"NM {nm} > e {me} for {name} (L={L}): {r['line']}"
             ed = nw_distance(oriented, span)
@@ -241,6 +273,7 @@ def body(text):
 
 def run_align(ref_path, reads_path, out_path, **kw):
     kw.setdefault("progress", False)
+    kw.setdefault("extender", "banded")     # the edit-distance model these properties describe
     api.align(str(ref_path), str(reads_path), out=str(out_path), options=AlignOptions(**kw), summary=False)
     with open(out_path) as fh:
         return fh.read()
@@ -366,15 +399,23 @@ def _describe(contigs, reads, e):
         note(f"  {name}: {s}")
 
 
-def _check_run(flt, scenario, report_all):
+def _check_run(flt, scenario, report_all, extender="banded"):
     contigs, reads, meta, e = scenario
     _describe(contigs, reads, e)
     with tempfile.TemporaryDirectory() as d:
         ref, rp = write_inputs(d, contigs, reads)
         out = os.path.join(d, "out.sam")
-        text = run_align(ref, rp, out, max_edits=e, filter=flt, threads=2, report_all=report_all)
+        text = run_align(ref, rp, out, max_edits=e, filter=flt, threads=2, report_all=report_all,
+                         extender=extender)
         groups = check_sam(text, [(n, s, q) for n, s, q in reads], short_contigs(contigs), e,
-                           report_all=report_all)
+                           report_all=report_all, extender=extender)
+        if extender == "affine":
+            # the best-scoring alignment need not have the fewest edits; an exact read scores best
+            for i, src in enumerate(meta):
+                if src is not None and src[4] and len(reads[i][1]) >= 30:
+                    prim = groups[i][0]
+                    assert not prim["flag"] & 4 and prim["tags"]["NM"] == 0, prim["line"]
+            return groups
         for i, src in enumerate(meta):
             if src is None or len(reads[i][1]) < AlignOptions().min_length:
                 continue
@@ -392,11 +433,12 @@ def _check_run(flt, scenario, report_all):
         return groups
 
 
+@pytest.mark.parametrize("extender", ["banded", "affine"])
 @pytest.mark.parametrize("flt", [pytest.param(DEFAULT_FILTER, marks=needs_default_filter), "none"])
 @SETTINGS
 @given(scenario=scenarios())
-def test_sam_invariants(flt, scenario):
-    _check_run(flt, scenario, report_all=False)
+def test_sam_invariants(flt, extender, scenario):
+    _check_run(flt, scenario, report_all=False, extender=extender)
 
 
 @pytest.mark.parametrize("flt", [pytest.param(DEFAULT_FILTER, marks=needs_default_filter), "none"])
@@ -428,19 +470,20 @@ def test_no_filter_maps_at_least_as_well(scenario):
             assert y["tags"]["NM"] <= x["tags"]["NM"], (x["line"], y["line"])
 
 
+@pytest.mark.parametrize("extender", ["banded", "affine"])
 @pytest.mark.parametrize("flt", [pytest.param(DEFAULT_FILTER, marks=needs_default_filter), "none"])
 @settings(SETTINGS, max_examples=10)
 @given(scenario=scenarios(), report_all=st.booleans(), fasta=st.booleans())
-def test_threads_and_batch_size_do_not_change_output(flt, scenario, report_all, fasta):
+def test_threads_and_batch_size_do_not_change_output(flt, extender, scenario, report_all, fasta):
     contigs, reads, _, e = scenario
     _describe(contigs, reads, e)
     with tempfile.TemporaryDirectory() as d:
         ref, rp = write_inputs(d, contigs, reads, fasta_reads=fasta)
-        kw = dict(max_edits=e, filter=flt, report_all=report_all)
+        kw = dict(max_edits=e, filter=flt, report_all=report_all, extender=extender)
         a = run_align(ref, rp, os.path.join(d, "a.sam"), threads=1, batch_size=1000, **kw)
         b = run_align(ref, rp, os.path.join(d, "b.sam"), threads=2, batch_size=1, **kw)
         c = run_align(ref, rp, os.path.join(d, "c.sam"), threads=2, batch_size=1000, **kw)
         d1 = run_align(ref, rp, os.path.join(d, "d.sam"), threads=1, batch_size=1, **kw)
     assert body(a) == body(b) == body(c) == body(d1)
     check_sam(a, [(n, s, None if fasta else q) for n, s, q in reads], short_contigs(contigs), e,
-              report_all=report_all)
+              report_all=report_all, extender=extender)

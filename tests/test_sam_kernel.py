@@ -6,7 +6,7 @@ import pysam
 import pytest
 
 from pymap.kernels.encoding import ASCII_TO_CODE
-from pymap.kernels.sam import REASONS, format_sam
+from pymap.kernels.sam import NO_XS, REASONS, format_sam
 
 OPS = "MIDNSHP=X"
 COMP = str.maketrans("ACGTN", "TGCAN")
@@ -29,11 +29,11 @@ class Batch:
         self.quals = quals
         self.records = []                           # dicts, see add
 
-    def add(self, read, flag=0, strand=0, contig=None, pos=0, cigar=(), mapq=60, dist=0, sub=-1, reason=0):
+    def add(self, read, flag=0, strand=0, contig=None, pos=0, cigar=(), mapq=60, score=0, xs=None, reason=0):
         """A record of read (index); pos 0-based on contig, the first aligned base; cigar: [(op, n)]
         on the read as aligned (reverse-complemented when strand is 1). contig None: unmapped."""
         self.records.append(dict(read=read, flag=flag, strand=strand, contig=contig, pos=pos,
-                                 cigar=list(cigar), mapq=mapq, dist=dist, sub=sub, reason=reason))
+                                 cigar=list(cigar), mapq=mapq, score=score, xs=xs, reason=reason))
 
     def arrays(self, rg=b""):
         names = [n for n, _, _ in self.reads]
@@ -54,22 +54,23 @@ class Batch:
         np.cumsum([len(c) for c in ctg], out=ctg_name_offsets[1:])
         recs = self.records
         hit = np.full(len(recs), -1, np.int64)
-        h_strand, h_start, h_dist, cig, cig_off = [], [], [], [], [0]
+        h_strand, h_start, h_score, cig, cig_off = [], [], [], [], [0]
         for i, r in enumerate(recs):
             if r["contig"] is not None:
                 hit[i] = len(h_strand)
                 h_strand.append(r["strand"])
                 h_start.append(ctg_offsets[ctg.index(r["contig"])] + r["pos"])
-                h_dist.append(r["dist"])
+                h_score.append(r["score"])
                 cig += [n << 4 | OPS.index(op) for op, n in r["cigar"]]
             cig_off.append(len(cig))
         return (np.array([r["read"] for r in recs], np.int64), np.array([r["flag"] for r in recs], np.int64),
                 hit, np.array([r["mapq"] for r in recs], np.int64), np.array([r["reason"] for r in recs], np.int64),
-                np.array([r["sub"] for r in recs], np.int32),
+                np.array([NO_XS if r["xs"] is None else r["xs"] for r in recs], np.int64),
+                np.array([r.get("sa", -1) for r in recs], np.int64),
                 np.frombuffer("".join(names).encode(), np.uint8).copy(), name_offsets, codes, rc_codes, offsets,
                 quals, codes_of("".join(self.contigs.values())),
                 np.frombuffer("".join(ctg).encode(), np.uint8).copy(), ctg_name_offsets, ctg_offsets,
-                np.array(h_strand, np.int8), np.array(h_start, np.int64), np.array(h_dist, np.int32),
+                np.array(h_strand, np.int8), np.array(h_start, np.int64), np.array(h_score, np.int32),
                 np.array(cig, np.uint32), np.array(cig_off, np.int64), np.frombuffer(rg, np.uint8).copy())
 
     def header(self):
@@ -202,11 +203,11 @@ def test_random_alignments_with_soft_clips_checked_by_pysam(seed, with_quals):
         plan.append((name, pos, cigar, strand, oriented, qual))
     b = Batch(contigs, reads, quals=with_quals)
     for i, (name, pos, cigar, strand, oriented, qual) in enumerate(plan):
-        b.add(i, flag=16 * strand, strand=strand, contig=name, pos=pos, cigar=cigar, dist=i % 7,
-              sub=i % 5 - 1)
+        b.add(i, flag=16 * strand, strand=strand, contig=name, pos=pos, cigar=cigar, score=i % 7 - 3,
+              xs=None if i % 5 == 0 else i % 5 - 2)
         if i % 4 == 0:                              # a secondary of the same alignment
             b.add(i, flag=16 * strand | 256, strand=strand, contig=name, pos=pos, cigar=cigar, mapq=0,
-                  dist=i % 7)
+                  score=i % 7 - 3)
     header = b.header()
     lines = b.lines()
     assert len(lines) == len(b.records)
@@ -215,10 +216,10 @@ def test_random_alignments_with_soft_clips_checked_by_pysam(seed, with_quals):
         name, pos, cigar, strand, oriented, qual = plan[rec["read"]]
         assert seg.query_name == f"r{rec['read']}" and seg.reference_name == name
         assert seg.reference_start == pos and seg.flag == rec["flag"]
-        assert seg.get_tag("AS") == -rec["dist"]
-        assert seg.has_tag("XS") == (rec["sub"] >= 0)
-        if rec["sub"] >= 0:
-            assert seg.get_tag("XS") == -rec["sub"]
+        assert seg.get_tag("AS") == rec["score"]
+        assert seg.has_tag("XS") == (rec["xs"] is not None)
+        if rec["xs"] is not None:
+            assert seg.get_tag("XS") == rec["xs"]
         fields = line.split("\t")
         assert fields[6:9] == ["*", "0", "0"]
         if rec["flag"] & 256:
@@ -239,8 +240,8 @@ def test_soft_clips_by_hand():
     oriented = "NNN" + "ACGTA" + "T" + "CG" + "GCTC" + "AA"
     qual = "ABCDEFGHIJKLMNOPQ"
     b = Batch(contigs, [("fwd", oriented, qual), ("rev", revcomp(oriented), qual)])
-    b.add(0, contig="c", pos=4, cigar=cigar, dist=3)
-    b.add(1, flag=16, strand=1, contig="c", pos=4, cigar=cigar, dist=3)
+    b.add(0, contig="c", pos=4, cigar=cigar, score=-3)
+    b.add(1, flag=16, strand=1, contig="c", pos=4, cigar=cigar, score=-3)
     lines = b.lines()
     f = lines[0].split("\t")
     assert f[1:6] == ["0", "c", "5", "60", "3S5M1I2M2D4M2S"]

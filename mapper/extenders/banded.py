@@ -1,4 +1,4 @@
-"""The default extender: banded semi-global edit distance in Numba (kernels.banded)."""
+"""The edit-distance extender: banded semi-global edit distance in Numba (kernels.banded); --all uses it."""
 import numpy as np
 
 from pymap.batch import Alignments
@@ -6,7 +6,7 @@ from pymap.plugins import Extender
 
 
 class BandedExtender(Extender):
-    """Banded semi-global edit distance (bit-parallel Numba, exact within the window; default)."""
+    """Banded semi-global edit distance (bit-parallel Numba, exact within the window; --all default)."""
     name = "banded"
     scoring = "edits"
 

@@ -1,0 +1,157 @@
+"""The default (scoring) path end to end: clipping, contig ends, one op per indel, supplementary
+alignments with SA tags, bwa's scoring letters on the command line."""
+import os
+
+import numpy as np
+import pysam
+import pytest
+
+from pymap import api, cli
+from pymap.options import AlignOptions
+
+from conftest import revcomp
+
+ADAPTER = "AGATCGGAAGAGCACACGTCTGAACTCCAGTCAC"
+
+
+def rand_seq(rng, n):
+    return "".join(rng.choice(list("ACGT"), n))
+
+
+@pytest.fixture(scope="module")
+def genome(tmp_path_factory):
+    """Two random contigs of 30 kb and 20 kb (no repeats: every placement is unique)."""
+    rng = np.random.default_rng(3)
+    contigs = {"chrA": rand_seq(rng, 30000), "chrB": rand_seq(rng, 20000)}
+    d = tmp_path_factory.mktemp("affine")
+    path = d / "ref.fa"
+    with open(path, "w") as fh:
+        for name, s in contigs.items():
+            fh.write(f">{name}\n{s}\n")
+    return path, contigs
+
+
+def align(tmp_path, ref, reads, **kw):
+    fq = tmp_path / "reads.fq"
+    with open(fq, "w") as fh:
+        for name, s in reads:
+            fh.write(f"@{name}\n{s}\n+\n{'I' * len(s)}\n")
+    out = tmp_path / "out.sam"
+    kw.setdefault("progress", False)
+    st = api.align(str(ref), str(fq), out=str(out), options=AlignOptions(**kw), summary=False)
+    with pysam.AlignmentFile(str(out)) as sam:
+        recs = list(sam)
+    return st, recs
+
+
+def by_name(recs):
+    out = {}
+    for r in recs:
+        out.setdefault(r.query_name, []).append(r)
+    return out
+
+
+def test_adapter_tail_and_contig_end_are_soft_clipped(tmp_path, genome):
+    ref, ctg = genome
+    a, b = ctg["chrA"], ctg["chrB"]
+    reads = [("adapter", a[5000:5090] + ADAPTER + "GATTACAGATTACAGATTAC"[:26]),    # 90 bp insert
+             ("adapter_rev", revcomp(b[7000:7100]) + ADAPTER[:30] + "ACGTACGTACGTACGTACGT"),
+             ("overhang_start", "TTGCAGGCATTACCGGA" + a[:120]),                       # 17 bp before chrA
+             ("overhang_end", b[-110:] + "GGCTAAGTCGATCGTAGCTAGCAGTCGACTGACGTAGCAA"),   # 40 bp past chrB
+             ("junction", a[-70:] + b[:80])]                                           # chrA end + chrB start
+    _, recs = align(tmp_path, ref, reads)
+    r = by_name(recs)
+    ad = r["adapter"][0]
+    assert (ad.reference_name, ad.reference_start, ad.cigarstring) == ("chrA", 5000, "90M54S")
+    adr = r["adapter_rev"][0]
+    assert adr.is_reverse and adr.reference_start == 7000 and adr.cigarstring == "50S100M"
+    os_ = r["overhang_start"][0]
+    assert (os_.reference_name, os_.reference_start, os_.cigarstring) == ("chrA", 0, "17S120M")
+    oe = r["overhang_end"][0]
+    assert (oe.reference_name, oe.reference_start, oe.cigarstring) == ("chrB", len(b) - 110, "110M40S")
+    # a read across two contigs: the longer part primary, the other supplementary, SA on both
+    j = r["junction"]
+    prim = [x for x in j if not x.is_supplementary]
+    supp = [x for x in j if x.is_supplementary]
+    assert len(prim) == 1 and len(supp) == 1
+    assert (prim[0].reference_name, prim[0].cigarstring) == ("chrB", "70S80M")
+    assert (supp[0].reference_name, supp[0].reference_start, supp[0].cigarstring) == ("chrA", len(a) - 70, "70M80S")
+    assert prim[0].get_tag("SA") == f"chrA,{len(a) - 69},+,70M80S,{supp[0].mapping_quality},0;"
+    assert supp[0].get_tag("SA") == f"chrB,1,+,70S80M,{prim[0].mapping_quality},0;"
+    for x in recs:
+        for op, n in x.cigartuples or []:
+            assert op in (0, 1, 2, 4)
+        assert x.get_tag("NM") >= 0 and x.get_tag("AS") >= 30
+
+
+def test_chimera_supplementary_and_bwa_minus_M(tmp_path, genome):
+    ref, ctg = genome
+    a, b = ctg["chrA"], ctg["chrB"]
+    # the pieces' ends chosen so that neither extends by chance into the other's sequence
+    x, y = 12000, 3000
+    while a[x + 100] == revcomp(b[y:y + 50])[0] or b[y + 50] == revcomp(a[x + 99]):
+        x += 1
+    reads = [("chimera", a[x:x + 100] + revcomp(b[y:y + 50]))]
+    _, recs = align(tmp_path, ref, reads)
+    assert [(r.flag, r.reference_name, r.cigarstring) for r in recs] == [
+        (0, "chrA", "100M50S"), (2048 | 16, "chrB", "50M100S")]
+    assert recs[0].get_tag("SA").startswith(f"chrB,{y + 1},-,50M100S,")
+    assert recs[1].get_tag("SA").startswith(f"chrA,{x + 1},+,100M50S,")
+    assert recs[1].query_sequence == revcomp(recs[0].query_sequence)
+    _, recs = align(tmp_path, ref, reads, split_as_secondary=True)
+    assert [x.flag for x in recs] == [0, 256 | 16]
+
+
+def test_single_indel_is_one_left_aligned_op(tmp_path, genome):
+    ref, ctg = genome
+    a = ctg["chrA"]
+    rng = np.random.default_rng(8)
+    reads, want = [], {}
+    for i in range(60):
+        p = 1000 + 400 * i
+        k = 1 + i % 10
+        cut = p + 40 + int(rng.integers(0, 60))
+        if i % 2:       # deletion of k bases: the leftmost equivalent position is where a shift stops
+            s = a[p:cut] + a[cut + k:p + 150 + k]
+            left = cut
+            while left > p and a[left - 1] == a[left - 1 + k]:
+                left -= 1
+            want[f"d{i}"] = (p, f"{left - p}M{k}D{150 - (left - p)}M")
+            reads.append((f"d{i}", s))
+        else:           # insertion of k random bases
+            ins = rand_seq(rng, k)
+            s = a[p:cut] + ins + a[cut:p + 150 - k]
+            left = cut
+            while left > p and s[left - p - 1] == s[left - p - 1 + k]:
+                left -= 1
+            want[f"i{i}"] = (p, f"{left - p}M{k}I{150 - k - (left - p)}M")
+            reads.append((f"i{i}", s))
+    _, recs = align(tmp_path, ref, reads)
+    got = {x.query_name: (x.reference_start, x.cigarstring) for x in recs}
+    assert got == want
+
+
+def test_scoring_letters_reach_the_extender(tmp_path, genome, capsys):
+    ref, ctg = genome
+    a = ctg["chrA"]
+    fq = tmp_path / "r.fq"
+    read = a[2000:2100] + ADAPTER[:20]
+    fq.write_text(f"@r\n{read}\n+\n{'I' * len(read)}\n")
+    out = tmp_path / "o.sam"
+
+    def run(*extra):
+        assert cli.main(["align", str(ref), str(fq), "-o", str(out), "--no-progress", *extra]) == 0
+        with pysam.AlignmentFile(str(out)) as sam:
+            return next(iter(sam))
+    r = run()
+    assert r.cigarstring.endswith("S") and r.get_tag("AS") >= 100
+    assert run("-A", "2").get_tag("AS") > r.get_tag("AS") + 90
+    r = run("-L", "100")                     # clipping costs more than the mismatches: end to end
+    assert "S" not in r.cigarstring and r.get_tag("AS") < 100
+    r = run("-T", "200")
+    assert r.is_unmapped and r.get_tag("YU") == "below_min_score"
+    assert cli.main(["align", str(ref), str(fq), "-o", str(out), "-L", "x"]) == 2
+    assert "option 'clip'" in capsys.readouterr().err
+    r = run("--all", "-e", "3")              # --all: the edit-distance model (banded)
+    assert r.is_unmapped and r.get_tag("YU") == "over_max_edits"
+    assert os.path.exists(out)
