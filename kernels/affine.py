@@ -370,12 +370,67 @@ def _chunk(n):
 
 
 @njit(cache=True, nogil=True)
+def _ungapped(read, ra, L, ref, pos, lo, hi, w, P):
+    """(score, NM) of the alignment along the candidate's own diagonal, without gaps or clips, when
+    it is provably the DP's answer, else (NO_SCORE, -1): no N in read or segment, at most one
+    mismatch, and nothing else in the band can score as much (a gap costs more than a mismatch, a
+    clip penalty exceeds the mismatch penalty, and no other diagonal of the band holds the read
+    with less than one mismatch's worth of penalty). Ties in the DP go to the candidate's diagonal
+    and to no clipping, as here. Most true candidates of good reads end here, at O(L)."""
+    a = P[P_MATCH]
+    b = P[P_MISMATCH]
+    if a < 1 or L == 0 or w < 0 or pos < lo or pos + L > hi:
+        return np.int64(NO_SCORE), np.int64(-1)
+    m = 0
+    for j in range(L):
+        x = read[ra + j]
+        y = ref[pos + j]
+        if x >= 4 or y >= 4:
+            return np.int64(NO_SCORE), np.int64(-1)
+        if x != y:
+            m += 1
+            if m > 1:
+                return np.int64(NO_SCORE), np.int64(-1)
+    gap_min = min(P[P_OPEN_DEL] + P[P_EXT_DEL], P[P_OPEN_INS] + P[P_EXT_INS] + a)
+    score = L * a - m * (a + b)
+    if score < P[P_MIN] or gap_min <= m * (a + b):
+        return np.int64(NO_SCORE), np.int64(-1)
+    if m == 1:
+        if P[P_CLIP_L] <= b or P[P_CLIP_R] <= b:
+            return np.int64(NO_SCORE), np.int64(-1)
+        dmin, dmax = _band_limits(L, pos, lo, hi, w)
+        for d in range(dmin, dmax + 1):
+            s = pos + d
+            if d == 0 or s < lo or s + L > hi:
+                continue
+            pen = 0
+            for j in range(L):
+                x = read[ra + j]
+                y = ref[s + j]
+                if y >= 4:
+                    pen += a - P[P_N]
+                elif x != y:
+                    pen += a + b
+                if pen >= a + b:
+                    break
+            if pen < a + b:
+                return np.int64(NO_SCORE), np.int64(-1)
+    return np.int64(score), np.int64(m)
+
+
+@njit(cache=True, nogil=True)
 def _one(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band, P,
          H, F, G, X, GC, Y, dirs, rev, out, i):
     r = c_read[i]
     ra = np.int64(read_offsets[r])
     L = np.int64(read_offsets[r + 1]) - ra
     read = rc_codes if c_strand[i] != 0 else read_codes
+    pos = np.int64(c_pos[i])
+    score, nm = _ungapped(read, ra, L, ref_codes, pos, np.int64(c_lo[i]), np.int64(c_hi[i]),
+                          np.int64(c_band[i]), P)
+    if score != NO_SCORE:
+        out[0] = np.uint32((L << 4) | OP_M)
+        return np.int64(score), pos, pos + L, np.int64(0), np.int64(0), np.int64(nm), np.int64(1)
     return _align_one(read, ra, L, ref_codes, np.int64(c_pos[i]), np.int64(c_lo[i]), np.int64(c_hi[i]),
                       np.int64(c_band[i]), P, H, F, G, X, GC, Y, dirs, rev, out)
 

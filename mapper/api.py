@@ -53,8 +53,10 @@ def route_options(kind, names, opts):
         if not hits:
             if key == "device" and value in ("auto", "cpu"):
                 continue
-            what = "runs on a GPU" if key == "device" else f"takes option {key!r}"
-            raise plugins.PluginError(f"no {kind} of {','.join(names)} {what}")
+            if key == "device":
+                raise plugins.PluginError(f"no {kind} of {','.join(names)} runs on a GPU")
+            raise plugins.PluginError(f"{kind} {','.join(names)!r} has no option {key!r} (no stage of the chain "
+                                      f"takes it)")
         for i in hits:
             out[i][key] = value
     return out

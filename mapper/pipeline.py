@@ -83,8 +83,10 @@ class Pipeline:
         mappable = np.flatnonzero(reason == 0)
         if mappable.size == len(batch):
             cands = self.seeder.candidates(self.index, batch, maxe)
+            check_candidates(self.seeder, cands, len(batch), self.ref.codes.shape[0])
         else:                      # unmappable reads (too long, too many N) never reach the seeder
             cands = self.seeder.candidates(self.index, batch.subset(mappable), maxe[mappable])
+            check_candidates(self.seeder, cands, mappable.size, self.ref.codes.shape[0])
             cands.read = mappable[cands.read].astype(np.int32)
         lengths = batch.lengths
         L = lengths[cands.read].astype(np.int64)
@@ -262,6 +264,31 @@ def gather_cigars(aln, which):
     first[has] = offs[which[has]]
     src = np.repeat(first - out_offs[:-1], counts) + np.arange(out_offs[-1])
     return aln.cigar[src], out_offs
+
+
+def check_candidates(seeder, cands, n_reads, ref_len):
+    """Raise PluginContractError when a seeder's Candidates break the contract (pymap.plugins.Seeder):
+    equal-length arrays, reads in range, strands 0/1, sorted by (read, strand, pos) and unique."""
+    who = f"seeder {getattr(seeder, 'name', '?')!r}"
+    read, strand, pos = (np.asarray(x) for x in (cands.read, cands.strand, cands.pos))
+    if not (read.shape == strand.shape == pos.shape and read.ndim == 1):
+        raise PluginContractError(f"{who}: Candidates arrays differ in shape")
+    if read.size == 0:
+        return
+    if read.min() < 0 or read.max() >= n_reads:
+        raise PluginContractError(f"{who}: a candidate names a read outside the batch")
+    if np.any((strand != 0) & (strand != 1)):
+        raise PluginContractError(f"{who}: a candidate strand is not 0 or 1")
+    if pos.min() < -ref_len or pos.max() >= 2 * ref_len:
+        raise PluginContractError(f"{who}: a candidate position is far outside the reference")
+    r, s_, p = read.astype(np.int64), strand.astype(np.int64), pos.astype(np.int64)
+    step = np.stack([np.diff(r), np.diff(s_), np.diff(p)])
+    # lexicographic order: the first non-zero difference of (read, strand, pos) must be positive
+    nz = step != 0
+    first = np.where(nz.any(axis=0), nz.argmax(axis=0), 0)
+    lead = step[first, np.arange(step.shape[1])]
+    if np.any(lead <= 0):
+        raise PluginContractError(f"{who}: candidates are not sorted by (read, strand, pos) or not unique")
 
 
 def check_alignments(extender, cands, aln, traceback):

@@ -56,7 +56,8 @@ class Filter:
     holding ASCII bases and an int threshold E; returns (accept: bool[n], estimate: int32[n]) where
     the estimate is the filter's edit estimate when accepted, -1 when rejected and -2 for an
     undefined pair (accepted without filtering). The contract: never reject a pair whose global
-    (Levenshtein) edit distance is at most E.
+    (Levenshtein) edit distance is at most E, counting N as matching nothing, N against N included
+    (as the mapper's NM does); a filter may instead accept every pair that holds an N (undefined).
 
     filter_candidates(cands) filters a pymap.batch.CandidateBatch: candidate i is the oriented read
     against ref[pos:pos+L] ('N' outside the contig) at threshold cands.max_edits[i]. The default

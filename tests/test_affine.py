@@ -338,6 +338,36 @@ def test_exact_vs_reference_random():
         assert contained > 30
 
 
+def test_ungapped_shortcut_matches_the_dp():
+    """Reads with 0 or 1 mismatch on their own diagonal (answered without the DP when provably
+    optimal) inside tandem repeats, next to N and contig ends, under scorings where the shortcut
+    must decline (cheap gaps, clip penalty <= mismatch): every field as the Python reference."""
+    rng = np.random.default_rng(5)
+    parts = []
+    for period in (2, 3, 5, 8, 13):
+        unit = rng.integers(0, 4, period)
+        parts += [rng.integers(0, 4, 60), np.tile(unit, 120 // period + 1)[:120]]
+    ref = np.concatenate(parts).astype(np.uint8)
+    ref[rng.integers(0, ref.size, 6)] = 4
+    items = []
+    for _ in range(160):
+        L = int(rng.integers(20, 60))
+        p = int(rng.integers(0, ref.size - L))
+        read = ref[p:p + L].copy()
+        if rng.random() < 0.5:
+            k = int(rng.integers(0, L))
+            read[k] = (read[k] + int(rng.integers(1, 4))) % 4
+        read[read == 4] = 0 if rng.random() < 0.5 else 4
+        lo = 0 if rng.random() < 0.7 else max(0, p - int(rng.integers(0, 5)))
+        items.append((read, ref, int(rng.integers(0, 2)), p, lo, ref.size, int(rng.integers(0, 17))))
+    for kw in (DEFAULT, dict(DEFAULT, clip_left=4, clip_right=4), dict(DEFAULT, gap_open=2, gap_ext=1),
+               dict(DEFAULT, min_score=45)):
+        got = run_batch(items, kw)
+        for (read, _, _, pos, lo, hi, w), res in zip(items, got):
+            exp = ref_align(read, ref, lo, hi, kw, pos, w)
+            assert res == (None if exp is None else exp[:7]), (text(read), pos, lo, hi, w, kw, res, exp)
+
+
 def test_threads_and_long_cigars():
     """Thread count does not change results; CIGARs longer than the first-pass slot (16 ops)."""
     rng = np.random.default_rng(5)

@@ -124,6 +124,19 @@ def test_traceback_disagreeing_with_scores_is_reported(tmp_path, capsys, monkeyp
     assert rc == 3 and "disagrees" in err
 
 
+def test_seeder_breaking_the_contract_is_reported(tmp_path, capsys, monkeypatch):
+    from pymap.seeders.neighborhood import NeighborhoodSeeder
+    real = NeighborhoodSeeder.candidates
+
+    def unsorted(self, index, batch, max_edits):
+        c = real(self, index, batch, max_edits)
+        return c.take(np.arange(len(c))[::-1])
+    monkeypatch.setattr(NeighborhoodSeeder, "candidates", unsorted)
+    rc, err = _run(capsys, "align", REF, READS, "-o", tmp_path / "out.sam")
+    assert rc == 3 and "seeder 'neighborhood'" in err and "sorted" in err
+    assert not (tmp_path / "out.sam").exists()
+
+
 def test_chain_options_reach_only_the_stages_that_take_them(tmp_path, capsys):
     out = tmp_path / "out.sam"
     rc, err = _run(capsys, "align", REF, READS, "--filter", "gatekeeper-gpu,sneakysnake", "--device", "cpu",
@@ -137,7 +150,7 @@ def test_chain_options_reach_only_the_stages_that_take_them(tmp_path, capsys):
                    "--filter-opt", "bogus=1", "-o", out)
     assert rc == 2 and "bogus" in err
     rc, err = _run(capsys, "align", REF, READS, "--filter", "none", "--filter-opt", "q=3", "-o", out)
-    assert rc == 2 and "takes option 'q'" in err
+    assert rc == 2 and "has no option 'q'" in err
 
 
 @pytest.mark.parametrize("filt", ["none", "edlib", "gatekeeper-gpu", "shouji", "sneakysnake"])
