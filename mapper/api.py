@@ -173,6 +173,7 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
     st = pipe.stats
     st.seconds["total"] = time.perf_counter() - t0
     st.filter_slack = pipe.slack.summary()
+    pipe.slack.save()
     if summary:
         _log(summary_line(st, pipe.filt))
         for note in pipe.seeder.run_notes() + pipe.slack.notes():

@@ -8,9 +8,10 @@ import os
 import sys
 
 
-def cache_dir():
+def cache_dir(what="numba"):
+    """pymap's directory for `what` in the user's cache ($XDG_CACHE_HOME or ~/.cache)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "pymap", "numba")
+    return os.path.join(base, "pymap", what)
 
 
 def configure():

@@ -186,9 +186,11 @@ def create(kind, name, **options):
         takes = ", ".join(sorted(accepted)) or "no options"
         raise PluginError(f"{kind} {name!r} has no option {unknown[0]!r} (it takes: {takes})")
     try:
-        return cls(**options)
+        obj = cls(**options)
     except (TypeError, ValueError) as exc:
         raise PluginError(f"{kind} {name!r}: {exc}") from None
+    obj.plugin_options = dict(options)       # what it was built with (pymap.slack keys its cache on it)
+    return obj
 
 
 def option_names(cls):

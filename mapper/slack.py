@@ -10,7 +10,17 @@ threshold e + k: reads with 1..e indel bases (insertions and deletions, in one o
 the left end, the right end and in the middle), the remaining edits as substitutions, each seen
 from the alignment's first and its last diagonal. The set depends only on (L, e), so the threshold
 and the output do not depend on batches, threads or workers.
+
+Measuring costs about 0.1 s per (L, e) (trimmed reads bring a hundred lengths), so the allowances
+are kept in the user's cache (~/.cache/pymap/slack), keyed by the filter's class, options and
+source: a value found there is the value the measurement gives.
 """
+import hashlib
+import inspect
+import json
+import os
+import sys
+
 import numpy as np
 
 _BASES = np.frombuffer(b"ACGT", np.uint8)
@@ -51,7 +61,8 @@ def _make_case(rng, length, k, ngaps, subs, where, kind):
     span = max(8, length // 6)
     lo = {"left": 0, "middle": length // 2 - span // 2, "right": length - span}[where]
     at = np.sort(rng.integers(lo, lo + span, size=sizes.size))
-    # build the read from the window, left to right
+    # build the read from the window, left to right: copy runs of the window between the gaps (a
+    # gap whose position an earlier insertion jumped over is dropped)
     read = []
     w = k + 4                                   # aligned start in the window
     start = w
@@ -66,9 +77,10 @@ def _make_case(rng, length, k, ngaps, subs, where, kind):
                 w += sizes[gi]
             gi += 1
             continue
-        read.append(int(window[w]))
-        w += 1
-        r += 1
+        stop = at[gi] if gi < sizes.size and at[gi] > r else length
+        read.extend(window[w:w + stop - r].tolist())
+        w += stop - r
+        r = stop
     read = np.array(read[:length], np.uint8)
     end = w
     # substitutions next to the gaps half of the time (they shorten the masks' zero runs)
@@ -85,6 +97,28 @@ def _make_case(rng, length, k, ngaps, subs, where, kind):
     return out
 
 
+def filter_identity(filt):
+    """What a filter's measured allowances depend on: class, options and source text (a chain: its
+    stages')."""
+    stages = getattr(filt, "stages", None)
+    if stages is not None:
+        return "chain[" + ";".join(filter_identity(f) for f in stages) + "]"
+    cls = type(filt)
+    module = sys.modules[cls.__module__]
+    names = {cls.__module__}
+    for value in vars(module).values():          # the pymap modules it uses (its kernels)
+        name = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None)
+        if isinstance(name, str) and name.startswith("pymap."):
+            names.add(name)
+    digest = hashlib.sha1()
+    for name in sorted(names):
+        with open(inspect.getsourcefile(sys.modules[name]), "rb") as fh:
+            digest.update(fh.read())
+    source = digest.hexdigest()
+    options = sorted((k, repr(v)) for k, v in getattr(filt, "plugin_options", {}).items())
+    return f"{cls.__module__}.{cls.__qualname__}|{options}|{source}"
+
+
 class SlackTable:
     """Measured allowance per (L, e) for one filter; `notes` says when a filter needed all of e."""
 
@@ -94,15 +128,55 @@ class SlackTable:
         self.whole_e = whole_e
         self.table = {}
         self.lossy = set()
+        self.cache_path = None
+        self.cached = {}
+        if fixed is None and not whole_e and not getattr(filt, "accepts_all", False):
+            self._load_cache()
+
+    def _load_cache(self):
+        from pymap.jitcache import cache_dir
+        try:
+            key = hashlib.sha1(filter_identity(self.filter).encode()).hexdigest()
+        except (TypeError, OSError):
+            return                          # a filter whose source cannot be read: measure each run
+        self.cache_path = os.path.join(cache_dir("slack"), key + ".json")
+        try:
+            with open(self.cache_path) as fh:
+                self.cached = {tuple(int(x) for x in k.split(",")): v for k, v in json.load(fh).items()}
+        except (OSError, ValueError, AttributeError):
+            self.cached = {}
+
+    def save(self):
+        """Add this run's measurements to the cache (best effort: a read-only home just measures)."""
+        new = {k: (-1 if k in self.lossy else v) for k, v in self.table.items() if k not in self.cached}
+        if self.cache_path is None or not new:
+            return
+        self.cached.update(new)
+        tmp = f"{self.cache_path}.{os.getpid()}.tmp"
+        try:
+            os.makedirs(os.path.dirname(self.cache_path), exist_ok=True)
+            with open(tmp, "w") as fh:
+                json.dump({f"{L},{e}": v for (L, e), v in sorted(self.cached.items())}, fh)
+            os.replace(tmp, self.cache_path)
+        except OSError:
+            pass
 
     def slack(self, length, e):
         if self.fixed is not None:
             return self.fixed
+        if getattr(self.filter, "accepts_all", False):
+            return 0
         if self.whole_e:
             return int(e)
         key = (int(length), int(e))
         if key not in self.table:
-            self.table[key] = self._measure(*key)
+            if key in self.cached:              # -1: lossy even at 2e
+                k = self.cached[key]
+                if k < 0:
+                    self.lossy.add(key)
+                self.table[key] = e if k < 0 else k
+            else:
+                self.table[key] = self._measure(*key)
         return self.table[key]
 
     def _measure(self, length, e):
