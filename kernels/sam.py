@@ -27,13 +27,16 @@ _MINUS = np.uint8(45)
 _PLUS = np.uint8(43)
 _COMMA = np.uint8(44)
 _SEMI = np.uint8(59)
+_EQ = np.uint8(61)
+_ZERO = np.uint8(48)
 _CARET = np.uint8(94)
 
 # fixed texts: TEXT[a:b] for the (a, b) below (np.int64 for the same reason); the kernel takes TEXT
 # as an argument (a global array would be typed read-only, a second type for _put_bytes)
 TEXT = np.concatenate([np.frombuffer(b"*\t0\t0\t*\t*\t0\t0\t"   # unmapped: RNAME POS MAPQ CIGAR RNEXT PNEXT TLEN
                                      b"\t*\t0\t0\t"              # mapped: RNEXT PNEXT TLEN
-                                     b"\tNM:i:\tMD:Z:\tAS:i:\tXS:i:\tYU:Z:\tRG:Z:\tSA:Z:", dtype=np.uint8),
+                                     b"\tNM:i:\tMD:Z:\tAS:i:\tXS:i:\tYU:Z:\tRG:Z:\tSA:Z:\tMC:Z:\tMQ:i:",
+                                     dtype=np.uint8),
                        REASON_BYTES])
 _UNMAPPED = np.int64(0)
 _MATE = np.int64(14)
@@ -44,8 +47,10 @@ _XS = np.int64(39)
 _YU = np.int64(45)
 _RG = np.int64(51)
 _SA = np.int64(57)
+_MC = np.int64(63)
+_MQ = np.int64(69)
 _TAG = np.int64(6)             # each tag text: TAB X X : T :
-_REASON = np.int64(63)         # REASON_BYTES
+_REASON = np.int64(75)         # REASON_BYTES
 
 # CIGAR op codes (BAM order MIDNSHP=X)
 _OP_M, _OP_I, _OP_D, _OP_N, _OP_S, _OP_EQ, _OP_X = 0, 1, 2, 3, 4, 7, 8
@@ -196,7 +201,31 @@ def _put_cigar(buf, p, cigar, c0, c1):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def _put_next(buf, p, mate_hit, ctg, pos, tlen, h_start, ctg_offsets, ctg_names, ctg_name_offsets):
+    """TAB RNEXT TAB PNEXT TAB TLEN TAB of a mate (pos: this record's 1-based POS, ctg its contig):
+    '=' and the record's own POS when the mate is unmapped, '=' or the mate's contig otherwise."""
+    p = _put(buf, p, _TAB)
+    if mate_hit < 0:
+        p = _put(buf, p, _EQ)
+        p = _put(buf, p, _TAB)
+        p = _put_int(buf, p, pos)
+    else:
+        ms = h_start[mate_hit]
+        mc = _contig_of(ctg_offsets, ms)
+        if mc == ctg:
+            p = _put(buf, p, _EQ)
+        else:
+            p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[mc], ctg_name_offsets[mc + 1])
+        p = _put(buf, p, _TAB)
+        p = _put_int(buf, p, ms - ctg_offsets[mc] + 1)
+    p = _put(buf, p, _TAB)
+    p = _put_int(buf, p, tlen)
+    return _put(buf, p, _TAB)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def _record(buf, p, measure, nms, text, r, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa,
+            rec_mate, rec_tlen,
             names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
             ctg_names, ctg_name_offsets, ctg_offsets,
             h_strand, h_start, h_score, cigar, cigar_offsets, rg):
@@ -216,7 +245,22 @@ def _record(buf, p, measure, nms, text, r, rec_read, rec_flag, rec_hit, rec_mapq
     p = _put(buf, p, _TAB)
     a = offsets[read]
     n = offsets[read + 1] - a
-    if h < 0:
+    mate = rec_mate[r]
+    mate_hit = rec_hit[mate] if mate >= 0 else np.int64(-1)
+    if h < 0 and mate_hit >= 0:            # placed at its mapped mate: RNAME, POS of the mate
+        ms = h_start[mate_hit]
+        mc = _contig_of(ctg_offsets, ms)
+        p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[mc], ctg_name_offsets[mc + 1])
+        p = _put(buf, p, _TAB)
+        p = _put_int(buf, p, ms - ctg_offsets[mc] + 1)
+        p = _put(buf, p, _TAB)
+        p = _put(buf, p, _ZERO)
+        p = _put(buf, p, _TAB)
+        p = _put(buf, p, _STAR)
+        p = _put_next(buf, p, mate_hit, mc, ms - ctg_offsets[mc] + 1, np.int64(0), h_start, ctg_offsets,
+                      ctg_names, ctg_name_offsets)
+        p = _put_seq(buf, p, src, a, n, rev, quals, has_quals)
+    elif h < 0:
         p = _put_bytes(buf, p, text, _UNMAPPED, _MATE)
         p = _put_seq(buf, p, src, a, n, rev, quals, has_quals)
         reason = rec_reason[r]
@@ -239,7 +283,11 @@ def _record(buf, p, measure, nms, text, r, rec_read, rec_flag, rec_hit, rec_mapq
         c0 = cigar_offsets[r]
         c1 = cigar_offsets[r + 1]
         p = _put_cigar(buf, p, cigar, c0, c1)
-        p = _put_bytes(buf, p, text, _MATE, _NM)
+        if mate >= 0:
+            p = _put_next(buf, p, mate_hit, ctg, start - ctg_offsets[ctg] + 1, rec_tlen[r], h_start,
+                          ctg_offsets, ctg_names, ctg_name_offsets)
+        else:
+            p = _put_bytes(buf, p, text, _MATE, _NM)
         if (flag & 256) != 0:                   # secondary: SEQ and QUAL are on the primary
             p = _put(buf, p, _STAR)
             p = _put(buf, p, _TAB)
@@ -281,6 +329,11 @@ def _record(buf, p, measure, nms, text, r, rec_read, rec_flag, rec_hit, rec_mapq
                            src_o, a)[1]
             p = _put_int(buf, p, nm_o)
             p = _put(buf, p, _SEMI)
+    if mate_hit >= 0:                      # the mate's CIGAR and MAPQ (samtools fixmate -m, markdup)
+        p = _put_bytes(buf, p, text, _MC, _MC + _TAG)
+        p = _put_cigar(buf, p, cigar, cigar_offsets[mate], cigar_offsets[mate + 1])
+        p = _put_bytes(buf, p, text, _MQ, _MQ + _TAG)
+        p = _put_int(buf, p, rec_mapq[mate])
     if rg.shape[0] > 0:
         p = _put_bytes(buf, p, text, _RG, _RG + _TAG)
         p = _put_bytes(buf, p, rg, np.int64(0), np.int64(rg.shape[0]))
@@ -289,6 +342,7 @@ def _record(buf, p, measure, nms, text, r, rec_read, rec_flag, rec_hit, rec_mapq
 
 @njit(cache=True, nogil=True)
 def _format(r0, r1, buf, ends, nms, text, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa,
+            rec_mate, rec_tlen,
             names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
             ctg_names, ctg_name_offsets, ctg_offsets,
             h_strand, h_start, h_score, cigar, cigar_offsets, rg):
@@ -297,8 +351,10 @@ def _format(r0, r1, buf, ends, nms, text, rec_read, rec_flag, rec_hit, rec_mapq,
     buf[ends[r]:ends[r + 1]]."""
     measure = buf.shape[0] == 0
     for r in range(r0, r1):
-        e = _record(buf, 0 if measure else ends[r], measure, nms, text, r, rec_read, rec_flag, rec_hit,
-                    rec_mapq, rec_reason, rec_xs, rec_sa, names, name_offsets, codes, rc_codes, offsets, quals,
+        p0 = 0 if measure else ends[r]
+        e = _record(buf, p0, measure, nms, text, r, rec_read, rec_flag, rec_hit,
+                    rec_mapq, rec_reason, rec_xs, rec_sa, rec_mate, rec_tlen, names, name_offsets, codes,
+                    rc_codes, offsets, quals,
                     ref_codes, ctg_names, ctg_name_offsets, ctg_offsets, h_strand, h_start, h_score, cigar,
                     cigar_offsets, rg)
         if measure:
@@ -318,7 +374,7 @@ def _u8(a):
     return np.ascontiguousarray(a, dtype=np.uint8)
 
 
-def format_sam(rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa,
+def format_sam(rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa, rec_mate, rec_tlen,
                names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
                ctg_names, ctg_name_offsets, ctg_offsets,
                h_strand, h_start, h_score, cigar, cigar_offsets, rg):
@@ -327,11 +383,14 @@ def format_sam(rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa
     h_start is the reference position of the first aligned (not clipped) base, h_score the hit's
     score (AS:i; NM and MD are computed from the alignment). rec_xs: the runner-up's score written
     as XS:i (NO_XS: none). rec_sa: the record of the read's other part (supplementary <-> primary),
-    written as SA:Z (-1: none). Returns the text as uint8.
+    written as SA:Z (-1: none). rec_mate: the record of the mate's primary (or unmapped) record
+    for paired reads (-1: single), which gives RNEXT, PNEXT, MC and MQ; rec_tlen: TLEN. Returns the
+    text as uint8.
 
     Integer arguments are normalised to int64 (cigar to uint32, bytes to uint8) so that the kernel
     is compiled for one signature whatever the caller's dtypes."""
-    arrays = (_i64(rec_read), _i64(rec_flag), _i64(rec_hit), _i64(rec_mapq), _i64(rec_reason), _i64(rec_xs), _i64(rec_sa),
+    arrays = (_i64(rec_read), _i64(rec_flag), _i64(rec_hit), _i64(rec_mapq), _i64(rec_reason), _i64(rec_xs),
+              _i64(rec_sa), _i64(rec_mate), _i64(rec_tlen),
               _u8(names), _i64(name_offsets), _u8(codes), _u8(rc_codes), _i64(offsets), _u8(quals),
               _u8(ref_codes), _u8(ctg_names), _i64(ctg_name_offsets), _i64(ctg_offsets),
               _i64(h_strand), _i64(h_start), _i64(h_score), np.ascontiguousarray(cigar, dtype=np.uint32),

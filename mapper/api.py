@@ -145,22 +145,36 @@ class Progress:
             sys.stderr.flush()
 
 
-def align(ref_path, reads_path, out=None, options=None, index_path=None, command_line=None, summary=True):
+def align(ref_path, reads_path, out=None, options=None, index_path=None, command_line=None, summary=True,
+          mates_path=None):
     """Map reads to a reference and write SAM (or BAM/CRAM/BGZF SAM by `out`'s extension). The
-    output file appears only when complete. Returns RunStats."""
+    output file appears only when complete. Returns RunStats.
+
+    Paired reads: mates_path (read 2 of each pair, reads_path holding read 1), or
+    options.interleaved (reads_path holds mates in turn)."""
     from pymap.sam import SamWriter, make_header
     options = options or AlignOptions()
     t0 = time.perf_counter()
     SamWriter.check_path(out)
+    paired = mates_path is not None or options.interleaved
     pipe = make_pipeline(ref_path, options, index_path)
-    cl = command_line or f"pymap align {ref_path} {reads_path}"
+    cl = command_line or f"pymap align {ref_path} {reads_path}" + (f" {mates_path}" if mates_path else "")
     writer = SamWriter(out, make_header(pipe.ref, cl, options.read_group), ref_path=ref_path,
                        threads=options.thread_count)
     progress = Progress(options.progress)
+    model = None
     try:
-        for batch in read_batches(reads_path, options.batch_size):
-            writer.write(pipe.map_batch(batch))
-            progress.update(pipe.stats.reads)
+        if paired:
+            from pymap.mates import read_mate_batches
+            batches = read_mate_batches(reads_path, mates_path, options.batch_size)
+            model, batches = insert_model(pipe, batches, options)
+            for r1, r2 in batches:
+                writer.write(pipe.map_pairs(r1, r2, model))
+                progress.update(pipe.stats.reads)
+        else:
+            for batch in read_batches(reads_path, options.batch_size):
+                writer.write(pipe.map_batch(batch))
+                progress.update(pipe.stats.reads)
         t = time.perf_counter()
         writer.close()
         pipe.stats.add_time("write", time.perf_counter() - t)
@@ -176,15 +190,37 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
     pipe.slack.save()
     if summary:
         _log(summary_line(st, pipe.filt))
+        if model is not None:
+            _log(model.describe())
         for note in pipe.seeder.run_notes() + pipe.slack.notes():
             _log(f"note: {note}")
     return st
 
 
+def insert_model(pipe, batches, options):
+    """(InsertModel, the batches again): options.insert_size when given, else learned from the first
+    MODEL_PAIRS pairs whatever the batch size (the batches read for it are mapped afterwards)."""
+    import itertools
+
+    from pymap import insert
+    if options.insert_size is not None:
+        return options.insert_size, batches
+    held, seen, inserts = [], 0, []
+    for r1, r2 in batches:
+        held.append((r1, r2))
+        use = min(len(r1), insert.MODEL_PAIRS - seen)
+        inserts.append(pipe.pair_inserts(r1.subset(np.arange(use)), r2.subset(np.arange(use))))
+        seen += use
+        if seen >= insert.MODEL_PAIRS:
+            break
+    return insert.learn(np.concatenate(inserts) if inserts else []), itertools.chain(held, batches)
+
+
 def summary_line(st, filt=None):
     unm = ", ".join(f"{k} {v}" for k, v in st.unmapped.items() if v)
     parts = [f"{st.reads} reads", f"{st.mapped} mapped", f"{st.reads - st.mapped} unmapped" + (f" ({unm})" if unm else ""),
-             f"{st.secondary} secondary", f"{st.supplementary} supplementary", f"{st.candidates} candidates",
+             f"{st.secondary} secondary", f"{st.supplementary} supplementary"
+             + (f", {st.proper_pairs} proper pairs" if st.proper_pairs else ""), f"{st.candidates} candidates",
              f"{st.accepted} passed the filter" + (f" (run at e+{st.filter_slack})" if st.filter_slack else ""),
              f"{st.aligned} aligned" + (f" ({st.rescued} rejected candidates of weak reads extended)"
                                         if st.rescued else "")]

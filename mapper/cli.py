@@ -5,7 +5,7 @@ import os
 import shlex
 import sys
 
-from pymap import __version__, api, jitcache, outfile, plugins
+from pymap import __version__, api, insert, jitcache, outfile, plugins
 from pymap.errors import PymapError, UsageError
 from pymap.options import DEFAULT_MAX_EDITS, AlignOptions
 
@@ -72,7 +72,11 @@ def build_parser():
 
     p = sub.add_parser("align", help="map reads and write SAM/BAM")
     p.add_argument("reference", help="FASTA, plain or gzip")
-    p.add_argument("reads", help="FASTQ or FASTA, plain or gzip; - for stdin")
+    p.add_argument("reads", help="FASTQ or FASTA, plain or gzip; - for stdin (read 1 of pairs)")
+    p.add_argument("mates", nargs="?", help="read 2 of each pair (paired-end), in the order of READS")
+    p.add_argument("-p", "--interleaved", action="store_true", help="READS holds pairs, mates in turn")
+    p.add_argument("-I", dest="insert_size", metavar="MEAN,STD[,MAX[,MIN]]",
+                   help="insert-size model of pairs (default: learned from the first 10,000 pairs)")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="output by extension: .sam, .sam.gz (BGZF), .bam, .cram (default: SAM on stdout)")
     _add_stage_args(p)
@@ -157,10 +161,14 @@ def run(args, argv):
     elif args.command == "align":
         opt = _options(args, max_hits=args.max_hits, report_all=args.all, read_group=args.read_group,
                        seed=args.seed, split_as_secondary=args.split_as_secondary,
+                       interleaved=args.interleaved,
+                       insert_size=insert.parse(args.insert_size) if args.insert_size else None,
                        min_length=args.min_length, max_length=args.max_length,
                        progress=not args.no_progress)
+        if args.mates and args.interleaved:
+            raise UsageError("give either two read files or -p/--interleaved with one")
         api.align(args.reference, args.reads, out=args.output, options=opt, index_path=args.index,
-                  command_line="pymap " + " ".join(shlex.quote(a) for a in argv))
+                  command_line="pymap " + " ".join(shlex.quote(a) for a in argv), mates_path=args.mates)
     elif args.command == "filter":
         if args.max_edits < 0:
             raise UsageError(f"-e/--max-edits must be >= 0, got {args.max_edits}")

@@ -38,6 +38,8 @@ class AlignOptions:
     max_hits: int = 1
     report_all: bool = False
     split_as_secondary: bool = False
+    interleaved: bool = False
+    insert_size: object = None   # pymap.insert.InsertModel (-I), or None: learned from the data
     read_group: str = None
     seed: int = 0
     batch_size: int = 20000

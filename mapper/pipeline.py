@@ -1,12 +1,14 @@
 """The mapping pipeline: one batch of reads through seeder, filter, extender, selection and SAM text."""
+import copy
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from pymap.batch import Alignments, CandidateBatch
+from pymap.batch import Alignments, CandidateBatch, ReadBatch
 from pymap.errors import PluginContractError
 from pymap.kernels.cigar import cigar_edits, cigar_spans
+from pymap.kernels.pairing import pair_hits
 from pymap.kernels.sam import NO_XS, REASONS, format_sam
 from pymap.kernels.select import (pick_supplementary, query_spans, report_order, select_hits,
                                   supplementary_mapq)
@@ -29,6 +31,7 @@ class RunStats:
     rescued: int = 0           # rejected candidates extended all the same (Pipeline.align)
     secondary: int = 0
     supplementary: int = 0
+    proper_pairs: int = 0
     seconds: dict = field(default_factory=dict)
     filter_slack: str = None   # the allowance the filter ran with ("0", "0..1", "e")
 
@@ -157,8 +160,8 @@ class Pipeline:
             return idx, aln
         return np.concatenate([idx, rescue]), Alignments.concat(aln, self.extend(cands.take(rescue)))
 
-    def map_batch(self, batch):
-        """SAM text (bytes) for a batch, every read exactly once as primary or unmapped."""
+    def hits(self, batch):
+        """Seed, filter, extend and select for every read of a batch (Hits, see there)."""
         opt = self.opt
         st = self.stats
         t = time.perf_counter()
@@ -189,25 +192,51 @@ class Pipeline:
         h_start, h_score = aln.start[found], aln.score[found]
         order = np.lexsort((h_start, h_strand, h_read))
         hit_aln = found[order]
-        h_read, h_strand, h_start, h_score = h_read[order], h_strand[order], h_start[order], h_score[order]
+        h = Hits(batch, lengths, maxe, reason, aln, hit_aln, h_read[order], h_strand[order], h_start[order],
+                 h_score[order])
+        _, rlen, _ = cigar_spans(aln.cigar, aln.cigar_offsets)
+        h.end = h.start + rlen[hit_aln]
+        h.ctg = np.searchsorted(self.ref.offsets, h.start, side="right") - 1
         floor = lengths * match - (maxe + 1) * unit
-        best, n_best, sub, has_sub, mapq, primary, keep = select_hits(
-            h_read, h_strand, h_start, h_score, n, maxe, floor, unit, batch.first_index, opt.seed)
-        supp = np.full(n, -1, np.int64)
-        supp_mapq = np.zeros(n, np.int64)
-        if self.extender.scoring != "edits" and not opt.report_all and hit_aln.size:
-            qbeg, qend = query_spans(aln.cigar, aln.cigar_offsets, hit_aln, h_strand, lengths[h_read])
-            supp = pick_supplementary(h_read, qbeg, qend, h_score, keep, primary, n)
-            supp_mapq = supplementary_mapq(h_read, qbeg, qend, h_score, keep, primary, supp, match, unit,
-                                           maxe, lengths)
-        rep_offsets, rep_hit = report_order(h_read, h_score, keep, primary, supp, n, opt.max_hits,
-                                            opt.report_all)
-        mapped = primary >= 0
-        unaligned = (reason == 0) & ~mapped
+        h.best, h.n_best, h.sub, h.has_sub, h.mapq, h.primary, h.keep = select_hits(
+            h.read, h.strand, h.start, h.score, n, maxe, floor, unit, batch.first_index, opt.seed)
+        unaligned = (reason == 0) & (h.primary < 0)
         no_aln = REASON["over_max_edits"] if self.extender.scoring == "edits" else REASON["below_min_score"]
         reason[unaligned] = np.where(has_cand[unaligned], no_aln, REASON["no_seed_hit"])
+        self._timed("select", t)
+        return h
 
-        # one record per reported hit, and one unmapped record for reads without any
+    def supplementary(self, h):
+        """Per read, the supplementary hit (-1: none) and its MAPQ (scoring extenders, not --all)."""
+        n = len(h.batch)
+        supp = np.full(n, -1, np.int64)
+        supp_mapq = np.zeros(n, np.int64)
+        if self.extender.scoring != "edits" and not self.opt.report_all and h.hit_aln.size:
+            qbeg, qend = query_spans(h.aln.cigar, h.aln.cigar_offsets, h.hit_aln, h.strand, h.lengths[h.read])
+            supp = pick_supplementary(h.read, qbeg, qend, h.score, h.keep, h.primary, n)
+            ext = self.extender
+            supp_mapq = supplementary_mapq(h.read, qbeg, qend, h.score, h.keep, h.primary, supp, ext.match_score,
+                                           ext.edit_cost, h.maxe, h.lengths)
+        return supp, supp_mapq
+
+    def map_batch(self, batch):
+        """SAM text (bytes) for a batch, every read exactly once as primary or unmapped."""
+        h = self.hits(batch)
+        supp, supp_mapq = self.supplementary(h)
+        return self.write(h, h.primary, h.mapq, supp, supp_mapq)
+
+    def write(self, h, primary, mapq, supp, supp_mapq, pairs=None):
+        """SAM text of the records of every read: primary (or unmapped), supplementary, secondaries.
+        pairs: None for single reads; else (proper bool[n], model) for interleaved mates (read 2p is
+        mate 1 of pair p), which adds the pair flags, RNEXT/PNEXT/TLEN, MC and MQ."""
+        opt = self.opt
+        st = self.stats
+        t = time.perf_counter()
+        batch = h.batch
+        n = len(batch)
+        rep_offsets, rep_hit = report_order(h.read, h.score, h.keep, primary, supp, n, opt.max_hits,
+                                            opt.report_all)
+        mapped = primary >= 0
         n_rep = np.diff(rep_offsets)
         per_read = np.maximum(n_rep, 1)
         rec_read = np.repeat(np.arange(n, dtype=np.int64), per_read)
@@ -219,28 +248,48 @@ class Pipeline:
         rec_hit[m] = rep_hit[rep_offsets[rec_read[m]] + rank[m]]
         aligned = rec_hit >= 0
         rec_aln = np.full(rec_hit.size, -1, np.int64)
-        rec_aln[aligned] = hit_aln[rec_hit[aligned]]
-        rec_cigar, rec_cig_off = gather_cigars(aln, rec_aln)
+        rec_aln[aligned] = h.hit_aln[rec_hit[aligned]]
+        rec_cigar, rec_cig_off = gather_cigars(h.aln, rec_aln)
         is_supp = aligned & (rank == 1) & (supp[rec_read] >= 0)
         flag = np.where(aligned, 0, 4).astype(np.int64)
-        flag[aligned] |= h_strand[rec_hit[aligned]].astype(np.int64) * 16
+        flag[aligned] |= h.strand[rec_hit[aligned]].astype(np.int64) * 16
         flag[aligned & (rank > 0) & ~is_supp] |= 256
         flag[is_supp] |= 256 if opt.split_as_secondary else 2048
         rec_mapq = np.where(aligned & (rank == 0), mapq[rec_read], 0).astype(np.int64)
         rec_mapq[is_supp] = supp_mapq[rec_read[is_supp]]
-        rec_xs = np.where(aligned & (rank == 0) & has_sub[rec_read], sub[rec_read].astype(np.int64), NO_XS)
+        rec_xs = np.where(aligned & (rank == 0) & h.has_sub[rec_read], h.sub[rec_read].astype(np.int64), NO_XS)
         # SA tags: a primary and its supplementary point at each other
         rec_sa = np.full(rec_read.size, -1, np.int64)
         si = np.flatnonzero(is_supp)
         rec_sa[si] = si - 1
         rec_sa[si - 1] = si
-        rec_reason = reason[rec_read].astype(np.int64)
+        rec_mate = np.full(rec_read.size, -1, np.int64)
+        rec_tlen = np.zeros(rec_read.size, np.int64)
+        if pairs is not None:
+            proper = pairs
+            mate = rec_read ^ 1
+            rec_mate = rec_first[mate]
+            mate_hit = rec_hit[rec_mate]
+            flag |= 1 | np.where(rec_read % 2 == 0, 64, 128)
+            flag[proper[rec_read // 2] & mapped[rec_read] & mapped[mate]] |= 2
+            flag[mate_hit < 0] |= 8
+            flag[(mate_hit >= 0) & (h.strand[np.maximum(mate_hit, 0)] == 1)] |= 32
+            # TLEN of primary records of mates on one contig: + for the leftmost, - for the other
+            both = (rank == 0) & aligned & (mate_hit >= 0)
+            idx = np.flatnonzero(both)
+            a_start, b_start = h.start[rec_hit[idx]], h.start[mate_hit[idx]]
+            a_end, b_end = h.end[rec_hit[idx]], h.end[mate_hit[idx]]
+            same = h.ctg[rec_hit[idx]] == h.ctg[mate_hit[idx]]
+            span = np.maximum(a_end, b_end) - np.minimum(a_start, b_start)
+            left = (a_start < b_start) | ((a_start == b_start) & (rec_read[idx] % 2 == 0))
+            rec_tlen[idx] = np.where(same, np.where(left, span, -span), 0)
+        rec_reason = h.reason[rec_read].astype(np.int64)
         t = self._timed("select", t)
 
-        text = format_sam(rec_read, flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa,
+        text = format_sam(rec_read, flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa, rec_mate, rec_tlen,
                           batch.names, batch.name_offsets, batch.codes, batch.rc_codes, batch.offsets,
                           batch.quals, self.ref.codes, self.ctg_names, self.ctg_name_offsets, self.ref.offsets,
-                          h_strand, h_start, h_score, rec_cigar, rec_cig_off, self.rg)
+                          h.strand, h.start, h.score, rec_cigar, rec_cig_off, self.rg)
         self._timed("sam", t)
         st.reads += n
         st.mapped += int(mapped.sum())
@@ -248,8 +297,96 @@ class Pipeline:
         st.supplementary += int(is_supp.sum())
         for code, name in enumerate(REASONS):
             if code:
-                st.unmapped[name] += int((reason == code).sum())
+                st.unmapped[name] += int((h.reason == code).sum())
         return text.tobytes()
+
+    def pair_inserts(self, r1, r2):
+        """Insert sizes of the pairs whose mates both have one confident hit (MAPQ >= 20), on one
+        contig, in FR orientation: the sample the insert-size model is learned from. Leaves the
+        run's counters alone."""
+        saved = copy.deepcopy(self.stats)
+        h = self.hits(interleave(r1, r2))
+        self.stats = saved
+        n = len(r1)
+        a, b = h.primary[0::2], h.primary[1::2]
+        ok = (a >= 0) & (b >= 0) & (h.mapq[0::2] >= 20) & (h.mapq[1::2] >= 20)
+        ok[ok] &= (h.ctg[a[ok]] == h.ctg[b[ok]]) & (h.strand[a[ok]] != h.strand[b[ok]])
+        i, j = a[ok], b[ok]
+        fwd_first = h.strand[i] == 0
+        f, r = np.where(fwd_first, i, j), np.where(fwd_first, j, i)
+        ins = h.end[r] - h.start[f]
+        return ins[(ins > 0) & (h.start[f] <= h.start[r])] if n else np.zeros(0, np.int64)
+
+    def map_pairs(self, r1, r2, model):
+        """SAM text for a batch of pairs (mate i of r1 with mate i of r2), mates adjacent, read 1 first."""
+        n_pairs = len(r1)
+        batch = interleave(r1, r2)
+        h = self.hits(batch)
+        t = time.perf_counter()
+        match, unit = max(self.extender.match_score, 1), self.extender.edit_cost
+        pick1, pick2, pair_mapq = pair_hits(h.read, h.strand, h.start, h.end, h.ctg, h.score, h.keep, n_pairs,
+                                            model.mean, model.std, model.low, model.high, match, unit,
+                                            UNPAIRED_PENALTY * match, batch.first_index // 2, self.opt.seed)
+        proper = pick1 >= 0
+        primary = h.primary.copy()
+        mapq = h.mapq.astype(np.int64)
+        pp = np.flatnonzero(proper)
+        for mate, pick in ((0, pick1), (1, pick2)):
+            r = 2 * pp + mate
+            own = np.where(primary[r] == pick[pp], mapq[r], 0)
+            primary[r] = pick[pp]
+            # a mate placed by its partner: at most 40 above what it has on its own
+            mapq[r] = np.maximum(own, np.minimum(pair_mapq[pp], own + 40))
+        self.stats.proper_pairs += int(proper.sum())
+        self._timed("pair", t)
+        none = np.full(len(batch), -1, np.int64)
+        return self.write(h, primary, mapq, none, np.zeros(len(batch), np.int64), pairs=proper)
+
+
+#: what placing two mates apart (not as a proper pair) costs, in matches (bwa mem -U 17)
+UNPAIRED_PENALTY = 17
+
+
+@dataclass
+class Hits:
+    """The alignments of a batch's reads, sorted by (read, strand, start), and per read the
+    selection (select_hits): best, n_best, sub, has_sub, mapq, primary (-1: unmapped), keep."""
+    batch: object
+    lengths: np.ndarray
+    maxe: np.ndarray
+    reason: np.ndarray
+    aln: Alignments
+    hit_aln: np.ndarray
+    read: np.ndarray
+    strand: np.ndarray
+    start: np.ndarray
+    score: np.ndarray
+    best: np.ndarray = None
+    n_best: np.ndarray = None
+    sub: np.ndarray = None
+    has_sub: np.ndarray = None
+    mapq: np.ndarray = None
+    primary: np.ndarray = None
+    keep: np.ndarray = None
+    end: np.ndarray = None          # reference end (exclusive) of each hit
+    ctg: np.ndarray = None          # contig of each hit
+
+
+def interleave(r1, r2):
+    """One ReadBatch of 2n reads: read 2i is r1's read i, 2i + 1 is r2's (first_index doubled)."""
+    n = len(r1)
+    both = ReadBatch(np.concatenate([r1.codes, r2.codes]),
+                     np.concatenate([r1.offsets, r2.offsets[1:] + r1.offsets[-1]]),
+                     np.concatenate([r1.names, r2.names]),
+                     np.concatenate([r1.name_offsets, r2.name_offsets[1:] + r1.name_offsets[-1]]),
+                     np.concatenate([r1.quals, r2.quals]) if r1.quals.size and r2.quals.size else
+                     np.empty(0, np.uint8), 2 * r1.first_index)
+    order = np.empty(2 * n, np.int64)
+    order[0::2] = np.arange(n)
+    order[1::2] = n + np.arange(n)
+    out = both.subset(order)
+    out.first_index = 2 * r1.first_index
+    return out
 
 
 def gather_cigars(aln, which):

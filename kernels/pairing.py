@@ -1,0 +1,107 @@
+"""Pairing of mates' hits: the pair of alignments that maximises the two scores less an insert-size
+penalty (bwa-mem's rule), FR orientation, against the best unpaired placement."""
+import math
+
+import numpy as np
+from numba import njit
+
+from pymap.kernels.select import MAPQ_MAX, mix64
+
+
+@njit(cache=True, nogil=True)
+def insert_penalty(insert, mean, std, match):
+    """Score units lost by an insert size z standard deviations from the mean: -ln P(|Z| >= |z|)
+    scaled as bwa-mem does (0.721 per nat, times the match score), rounded."""
+    z = abs(insert - mean) / std
+    p = math.erfc(z / math.sqrt(2.0))
+    if p < 1e-300:
+        p = 1e-300
+    return np.int64(-0.721 * math.log(p) * match + 0.499)
+
+
+@njit(cache=True, nogil=True)
+def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, keep, n_pairs, mean, std, low, high, match,
+              unit, unpaired_penalty, global_first, seed):
+    """Hits sorted by read (read 2p is mate 1 of pair p, 2p + 1 mate 2). Per pair: the chosen hit of
+    each mate when the best FR pair on one contig with an insert in [low, high] scores more than
+    the two mates' best hits less unpaired_penalty; the pair's MAPQ from the margin to the
+    second-best pair. Returns (pick1, pick2, pair_mapq): pick -1 where the pair is not placed as a
+    proper pair (the mates keep their own primaries)."""
+    nh = h_read.shape[0]
+    first = np.empty(2 * n_pairs + 1, np.int64)
+    for r in range(2 * n_pairs + 1):
+        first[r] = nh
+    for k in range(nh - 1, -1, -1):
+        first[h_read[k]] = k
+    for r in range(2 * n_pairs - 1, -1, -1):
+        if first[r] > first[r + 1]:
+            first[r] = first[r + 1]
+    pick1 = np.full(n_pairs, -1, np.int64)
+    pick2 = np.full(n_pairs, -1, np.int64)
+    pair_mapq = np.zeros(n_pairs, np.int64)
+    neg = np.iinfo(np.int64).min
+    for p in range(n_pairs):
+        a0, a1 = first[2 * p], first[2 * p + 1]
+        b0, b1 = first[2 * p + 1], first[2 * p + 2]
+        best1 = neg
+        best2 = neg
+        for i in range(a0, a1):
+            if keep[i] and h_score[i] > best1:
+                best1 = np.int64(h_score[i])
+        for j in range(b0, b1):
+            if keep[j] and h_score[j] > best2:
+                best2 = np.int64(h_score[j])
+        if best1 == neg or best2 == neg:
+            continue
+        best = neg
+        second = neg
+        n_best = 0
+        for i in range(a0, a1):
+            if not keep[i]:
+                continue
+            for j in range(b0, b1):
+                if not keep[j] or h_ctg[i] != h_ctg[j] or h_strand[i] == h_strand[j]:
+                    continue
+                f, r = (i, j) if h_strand[i] == 0 else (j, i)
+                ins = h_end[r] - h_start[f]
+                if ins < low or ins > high:
+                    continue
+                s = np.int64(h_score[i]) + np.int64(h_score[j]) - insert_penalty(ins, mean, std, match)
+                if s > best:
+                    second = best
+                    best = s
+                    n_best = 1
+                elif s == best:
+                    n_best += 1
+                    second = s
+                elif s > second:
+                    second = s
+        if n_best == 0 or best <= best1 + best2 - unpaired_penalty:
+            continue
+        # one of the equal best pairs, chosen by a hash of (seed, pair number)
+        pick = np.int64(mix64(np.uint64(seed) * np.uint64(1000003) + np.uint64(global_first + p))
+                        % np.uint64(n_best))
+        seen = 0
+        for i in range(a0, a1):
+            if not keep[i] or pick1[p] >= 0:
+                continue
+            for j in range(b0, b1):
+                if not keep[j] or h_ctg[i] != h_ctg[j] or h_strand[i] == h_strand[j]:
+                    continue
+                f, r = (i, j) if h_strand[i] == 0 else (j, i)
+                ins = h_end[r] - h_start[f]
+                if ins < low or ins > high:
+                    continue
+                s = np.int64(h_score[i]) + np.int64(h_score[j]) - insert_penalty(ins, mean, std, match)
+                if s == best:
+                    if seen == pick:
+                        pick1[p] = i
+                        pick2[p] = j
+                        break
+                    seen += 1
+        if second == neg:
+            q = MAPQ_MAX
+        else:
+            q = (13 * (best - second)) // unit - 7
+        pair_mapq[p] = min(max(q, 0), MAPQ_MAX)
+    return pick1, pick2, pair_mapq

@@ -1,0 +1,219 @@
+"""Paired-end input: two mate files (R1, R2) or one interleaved file, as pairs of ReadBatch.
+
+`read_mate_batches` builds on `pymap.reads.read_batches` (FASTQ or FASTA, plain or gzip, "-" for
+stdin) and re-chunks what it yields, so the pairing does not depend on where either file's parsed
+chunks end. Mate names are checked per batch with NumPy over the concatenated name bytes; a
+trailing "/1" on read 1 together with "/2" on read 2 is removed from both (the rest must agree),
+otherwise the two names must be identical. Errors are raised lazily, when the batch holding the
+offending pair is assembled: every earlier pair batch has been yielded by then.
+"""
+import numpy as np
+
+from pymap.batch import ReadBatch
+from pymap.errors import InputError
+from pymap.kernels.text import gather_ranges
+from pymap.reads import read_batches
+
+IDENTITY = np.arange(256, dtype=np.uint8)
+#: read_batches is asked for whole parsed chunks: pairs are cut out of them as views, and only a
+#: pair batch that straddles two chunks is copied
+_PIECE = 1 << 40
+_SLASH, _ONE, _TWO = ord("/"), ord("1"), ord("2")
+
+
+def read_mate_batches(path1, path2=None, batch_size=20000):
+    """Yield (r1, r2) ReadBatch pairs of up to batch_size pairs each; mate i of r1 pairs with mate i
+    of r2, and both carry first_index = the pair number of their first pair.
+
+    path2 given: R1 and R2 files (path1 or path2 may be "-", stdin); path2 None: one interleaved
+    file, records 2k and 2k+1 being the mates of pair k. Names lose a trailing "/1" (read 1) and
+    "/2" (read 2) when both have them. InputError on different read counts, names that disagree or
+    an odd interleaved record count, raised when that pair is reached.
+    """
+    batch_size = int(batch_size)
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    if path2 is None:
+        return _interleaved(path1, batch_size)
+    if str(path1) == "-" and str(path2) == "-":
+        raise InputError("read 1 and read 2 cannot both come from stdin "
+                         "(give two files, or one interleaved file)")
+    return _two_files(path1, path2, batch_size)
+
+
+def _label(path):
+    return "stdin" if str(path) == "-" else str(path)
+
+
+def _two_files(path1, path2, size):
+    one, two = _Stream(path1), _Stream(path2)
+    done = 0  # pairs yielded so far
+    while True:
+        r1, r2 = one.take(size), two.take(size)
+        m1, m2 = len(r1), len(r2)
+        n = min(m1, m2)
+        if m1 != m2:  # one file has ended: its mates in the other are checked first
+            r1, r2 = _slice(r1, 0, n), _slice(r2, 0, n)
+        bad, r1, r2 = _pair_names(r1, r2)
+        if bad >= 0:
+            raise InputError(f"read {done + bad + 1:,}: names differ: '{r1.name(bad)}' in {_label(path1)}, "
+                             f"'{r2.name(bad)}' in {_label(path2)}")
+        if m1 != m2:
+            short, long_ = (path1, path2) if m1 < m2 else (path2, path1)
+            raise InputError(f"{_label(short)} ends after {done + n:,} reads, {_label(long_)} has more")
+        if n == 0:
+            return
+        r1.first_index = r2.first_index = done
+        yield r1, r2
+        done += n
+
+
+def _interleaved(path, size):
+    stream = _Stream(path)
+    done = 0  # pairs yielded so far
+    while True:
+        recs = stream.take(2 * size)
+        m = len(recs)
+        n = m // 2
+        even = np.arange(0, 2 * n, 2, dtype=np.int64)
+        r1, r2 = _take(recs, even), _take(recs, even + 1)
+        bad, r1s, r2s = _pair_names(r1, r2)
+        if bad >= 0:
+            k = 2 * (done + bad)
+            raise InputError(f"{_label(path)}: records {k + 1:,} and {k + 2:,} are not mates: names differ "
+                             f"('{r1.name(bad)}', '{r2.name(bad)}')")
+        if m % 2:
+            raise InputError(f"{_label(path)}: odd number of records in an interleaved file: the last one, "
+                             f"record {2 * (done + n) + 1:,} '{recs.name(m - 1)}', has no mate")
+        if n == 0:
+            return
+        r1s.first_index = r2s.first_index = done
+        yield r1s, r2s
+        done += n
+
+
+class _Stream:
+    """The reads of one file, handed out n at a time whatever the parsed chunks' sizes."""
+
+    def __init__(self, path):
+        self._batches = read_batches(path, batch_size=_PIECE)
+        self._pieces = []   # parsed reads not handed out yet, in order
+        self._held = 0
+        self._done = False
+
+    def take(self, n):
+        """The next n reads (fewer only at the end of the file) as one ReadBatch."""
+        while self._held < n and not self._done:
+            b = next(self._batches, None)
+            if b is None:
+                self._done = True
+            elif len(b):
+                self._pieces.append(b)
+                self._held += len(b)
+        out, got = [], 0
+        while got < n and self._pieces:
+            p = self._pieces[0]
+            k = min(len(p), n - got)
+            if k == len(p):
+                out.append(p)
+                self._pieces.pop(0)
+            else:
+                out.append(_slice(p, 0, k))
+                self._pieces[0] = _slice(p, k, len(p))
+            got += k
+        self._held -= got
+        return _concat(out)
+
+
+def _empty():
+    return ReadBatch(codes=np.empty(0, np.uint8), offsets=np.zeros(1, np.int64), names=np.empty(0, np.uint8),
+                     name_offsets=np.zeros(1, np.int64), quals=np.empty(0, np.uint8))
+
+
+def _slice(batch, a, b):
+    """Reads a..b-1 of a batch, as views."""
+    if a == 0 and b == len(batch):
+        return batch
+    oa, ob = batch.offsets[a], batch.offsets[b]
+    na, nb = batch.name_offsets[a], batch.name_offsets[b]
+    return ReadBatch(codes=batch.codes[oa:ob], offsets=batch.offsets[a:b + 1] - oa,
+                     names=batch.names[na:nb], name_offsets=batch.name_offsets[a:b + 1] - na,
+                     quals=batch.quals[oa:ob] if batch.quals.size else batch.quals,
+                     first_index=batch.first_index + a)
+
+
+def _cat_offsets(parts):
+    shift = np.cumsum([0] + [int(o[-1] - o[0]) for o in parts])
+    return np.concatenate([o[:-1] - o[0] + s for o, s in zip(parts, shift)] + [shift[-1:]]).astype(np.int64)
+
+
+def _concat(parts):
+    """One batch of the reads of several, in order."""
+    if not parts:
+        return _empty()
+    if len(parts) == 1:
+        return parts[0]
+    quals = [p.quals for p in parts]
+    return ReadBatch(codes=np.concatenate([p.codes for p in parts]),
+                     offsets=_cat_offsets([p.offsets for p in parts]),
+                     names=np.concatenate([p.names for p in parts]),
+                     name_offsets=_cat_offsets([p.name_offsets for p in parts]),
+                     quals=np.concatenate(quals) if any(q.size for q in quals) else quals[0],
+                     first_index=parts[0].first_index)
+
+
+def _take(batch, index):
+    """The reads at `index` (a gather of codes, qualities and names; no per-read Python)."""
+    if index.size == 0:
+        return _empty()
+    lo, hi = batch.offsets[index], batch.offsets[index + 1]
+    codes, offsets = gather_ranges(batch.codes, lo, hi, IDENTITY)
+    quals = gather_ranges(batch.quals, lo, hi, IDENTITY)[0] if batch.quals.size else batch.quals
+    names, name_offsets = gather_ranges(batch.names, batch.name_offsets[index], batch.name_offsets[index + 1],
+                                        IDENTITY)
+    return ReadBatch(codes=codes, offsets=offsets, names=names, name_offsets=name_offsets, quals=quals,
+                     first_index=batch.first_index)
+
+
+def _pair_names(r1, r2):
+    """(index of the first pair whose names disagree or -1, r1, r2 with "/1" "/2" removed).
+
+    Vectorised: the bytes of every pair with names of equal length are compared at once."""
+    n = len(r1)
+    if n == 0:
+        return -1, r1, r2
+    s1, e1 = r1.name_offsets[:-1], r1.name_offsets[1:]
+    s2, e2 = r2.name_offsets[:-1], r2.name_offsets[1:]
+    strip = _ends_with(r1.names, s1, e1, _ONE) & _ends_with(r2.names, s2, e2, _TWO)
+    cut = 2 * strip.astype(np.int64)
+    e1, e2 = e1 - cut, e2 - cut
+    l1, l2 = e1 - s1, e2 - s2
+    bad = l1 != l2
+    lens = np.where(bad, 0, l1)
+    total = int(lens.sum())
+    if total:
+        pair = np.repeat(np.arange(n, dtype=np.int64), lens)
+        within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
+        differ = r1.names[s1[pair] + within] != r2.names[s2[pair] + within]
+        bad[pair[differ]] = True
+    first = np.flatnonzero(bad)
+    if first.size:
+        return int(first[0]), r1, r2
+    if strip.any():
+        r1, r2 = _renamed(r1, s1, e1), _renamed(r2, s2, e2)
+    return -1, r1, r2
+
+
+def _ends_with(names, starts, ends, digit):
+    """Per name: longer than 2 characters and ending in '/' digit."""
+    ok = ends - starts > 2
+    if not ok.any():
+        return ok
+    ends = np.where(ok, ends, 2)
+    return ok & (names[ends - 2] == _SLASH) & (names[ends - 1] == digit)
+
+
+def _renamed(batch, starts, ends):
+    names, name_offsets = gather_ranges(batch.names, starts, ends, IDENTITY)
+    return ReadBatch(codes=batch.codes, offsets=batch.offsets, names=names, name_offsets=name_offsets,
+                     quals=batch.quals, first_index=batch.first_index)

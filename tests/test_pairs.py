@@ -1,0 +1,160 @@
+"""Paired-end mapping end to end: pairing, flags, RNEXT/PNEXT/TLEN, MC/MQ, the insert-size model,
+interleaved input, determinism, and samtools' acceptance."""
+import shutil
+import subprocess
+
+import numpy as np
+import pysam
+import pytest
+
+from pymap import api, cli, insert
+from pymap.errors import UsageError
+from pymap.options import AlignOptions
+
+from conftest import revcomp
+
+
+def rand_seq(rng, n):
+    return "".join(rng.choice(list("ACGT"), n))
+
+
+def mutate(rng, s, p=0.01):
+    s = list(s)
+    for i in np.flatnonzero(rng.random(len(s)) < p):
+        s[i] = "ACGT"[("ACGT".index(s[i]) + int(rng.integers(1, 4))) % 4]
+    return "".join(s)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """Two contigs with a 600 bp repeat copied three times; 300 pairs (insert 300 +- 30, FR) with
+    truth, some mates inside the repeat copies, and 5 pairs whose read 2 is random."""
+    rng = np.random.default_rng(17)
+    rep = rand_seq(rng, 600)
+    a = list(rand_seq(rng, 40000))
+    for p in (5000, 15000, 25000):
+        a[p:p + 600] = rep
+    ctg = {"c1": "".join(a), "c2": rand_seq(rng, 20000)}
+    d = tmp_path_factory.mktemp("pairs")
+    ref = d / "ref.fa"
+    ref.write_text("".join(f">{n}\n{s}\n" for n, s in ctg.items()))
+    r1, r2, truth = [], [], {}
+    for i in range(300):
+        name = list(ctg)[i % 2]
+        s = ctg[name]
+        ins = int(rng.normal(300, 30))
+        start = int(rng.integers(0, len(s) - ins))
+        if i % 10 == 0 and name == "c1":          # mate 1 inside a repeat copy, mate 2 outside
+            start = max(15000, 15700 - ins + int(rng.integers(0, 100)))
+        frag = s[start:start + ins]
+        m1, m2 = mutate(rng, frag[:100]), mutate(rng, revcomp(frag[-100:]))
+        if i % 2:                                   # fragment from the other strand: mates swap roles
+            m1, m2 = m2, m1
+        if i >= 295:
+            m2 = rand_seq(rng, 100)
+        r1.append((f"p{i}/1", m1))
+        r2.append((f"p{i}/2", m2))
+        truth[f"p{i}"] = (name, start, start + ins)
+    for path, recs in ((d / "r1.fq", r1), (d / "r2.fq", r2)):
+        path.write_text("".join(f"@{n}\n{s}\n+\n{'I' * len(s)}\n" for n, s in recs))
+    inter = d / "inter.fq"
+    inter.write_text("".join(f"@{n}\n{s}\n+\n{'I' * len(s)}\n" for pair in zip(r1, r2) for n, s in pair))
+    return ref, d / "r1.fq", d / "r2.fq", inter, truth
+
+
+def run(ref, r1, r2, out, **kw):
+    kw.setdefault("progress", False)
+    st = api.align(str(ref), str(r1), out=str(out), options=AlignOptions(**kw), summary=False,
+                   mates_path=None if r2 is None else str(r2))
+    return st, open(out).read() if str(out).endswith(".sam") else None
+
+
+def records(text):
+    return [l.split("\t") for l in text.splitlines() if not l.startswith("@")]
+
+
+def test_pairs_flags_fields_and_truth(data, tmp_path):
+    ref, r1, r2, _, truth = data
+    st, text = run(ref, r1, r2, tmp_path / "o.sam")
+    recs = records(text)
+    assert len(recs) == 600 and st.reads == 600
+    placed = 0
+    for a, b in zip(recs[0::2], recs[1::2]):
+        fa, fb = int(a[1]), int(b[1])
+        assert a[0] == b[0] and fa & 64 and fb & 128 and fa & 1 and fb & 1
+        assert not (fa | fb) & 256 + 2048
+        name = a[0]
+        if int(name[1:]) >= 295:                    # read 2 is random: unmapped, placed at its mate
+            assert fb & 4 and fa & 8 and not fa & 2
+            assert (b[2], b[3], b[6], b[7]) == (a[2], a[3], "=", a[3])
+            assert "MC:Z:" + a[5] in b and "MQ:i:" + a[4] in b
+            continue
+        assert fa & 2 and fb & 2, (a, b)
+        assert bool(fa & 16) != bool(fb & 16) and bool(fa & 32) == bool(fb & 16) and bool(fb & 32) == bool(fa & 16)
+        assert a[6] == b[6] == "=" and a[7] == b[3] and b[7] == a[3]
+        assert int(a[8]) == -int(b[8]) != 0
+        ctg, s, e = truth[name]
+        lo = min(int(a[3]), int(b[3])) - 1
+        assert abs(int(a[8])) == max(pysam_end(a), pysam_end(b)) - lo
+        assert f"MC:Z:{b[5]}" in a and f"MQ:i:{b[4]}" in a and f"MC:Z:{a[5]}" in b
+        right = a[2] == ctg and abs(lo - s) <= 5
+        placed += right
+        assert right or a[4] == b[4] == "0", (a, b)   # wrong only inside a repeat copy, at MAPQ 0
+    assert placed >= 285                          # pairing places mates that fall in repeat copies
+    assert st.proper_pairs == 295
+
+
+def pysam_end(rec):
+    seg = pysam.AlignedSegment.fromstring("\t".join(rec), pysam.AlignmentHeader.from_dict(
+        {"SQ": [{"SN": "c1", "LN": 40000}, {"SN": "c2", "LN": 20000}]}))
+    return seg.reference_end
+
+
+def test_interleaved_threads_and_batches_give_the_same_output(data, tmp_path):
+    ref, r1, r2, inter, _ = data
+    _, a = run(ref, r1, r2, tmp_path / "a.sam", threads=1)
+    _, b = run(ref, inter, None, tmp_path / "b.sam", interleaved=True, threads=2, batch_size=7)
+    _, c = run(ref, r1, r2, tmp_path / "c.sam", batch_size=1)
+    body = lambda t: [l for l in t.splitlines() if not l.startswith("@PG")]   # noqa: E731
+    assert body(a) == body(b) == body(c)
+
+
+def test_insert_size_model(data, tmp_path, capsys):
+    ref, r1, r2, _, _ = data
+    m = insert.learn(np.random.default_rng(1).normal(300, 30, 5000).astype(int))
+    assert abs(m.mean - 300) < 3 and abs(m.std - 30) < 3 and m.low < 200 and m.high > 400
+    assert insert.learn([300] * 5) == insert.DEFAULT
+    g = insert.parse("250,25")
+    assert (g.mean, g.std, g.low, g.high) == (250, 25, 150, 350)
+    assert (insert.parse("250,25,400,100").low, insert.parse("250,25,400,100").high) == (100, 400)
+    for bad in ("x", "250", "0,5", "250,25,10,100"):
+        with pytest.raises(UsageError):
+            insert.parse(bad)
+    # a model that excludes the real inserts: no proper pairs
+    st, _ = run(ref, r1, r2, tmp_path / "o.sam", insert_size=insert.parse("2000,10"))
+    assert st.proper_pairs == 0
+    assert cli.main(["align", str(ref), str(r1), str(r2), "-o", str(tmp_path / "x.sam"), "--no-progress"]) == 0
+    assert "insert size" in capsys.readouterr().err
+
+
+def test_mismatched_mates_are_one_error_and_no_output(data, tmp_path, capsys):
+    ref, r1, r2, _, _ = data
+    short = tmp_path / "short.fq"
+    short.write_text("".join(open(r2).readlines()[:400]))
+    out = tmp_path / "o.bam"
+    assert cli.main(["align", str(ref), str(r1), str(short), "-o", str(out), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("pymap: error:") == 1 and "short.fq" in err
+    assert not out.exists()
+    assert cli.main(["align", str(ref), str(r1), str(r2), "-p", "-o", str(out)]) == 2
+
+
+@pytest.mark.skipif(shutil.which("samtools") is None, reason="samtools absent")
+def test_samtools_accepts_pairs(data, tmp_path):
+    ref, r1, r2, _, _ = data
+    out = tmp_path / "o.bam"
+    run(ref, r1, r2, out)
+    subprocess.run(["samtools", "quickcheck", str(out)], check=True)
+    fs = subprocess.run(["samtools", "flagstat", str(out)], capture_output=True, text=True, check=True).stdout
+    assert "600 + 0 paired in sequencing" in fs and "590 + 0 properly paired" in fs
+    subprocess.run(f"samtools sort -n {out} | samtools fixmate -m - {tmp_path}/fm.bam", shell=True, check=True)
