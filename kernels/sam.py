@@ -247,21 +247,21 @@ def _record(buf, p, measure, nms, text, r, rec_read, rec_flag, rec_hit, rec_mapq
     n = offsets[read + 1] - a
     mate = rec_mate[r]
     mate_hit = rec_hit[mate] if mate >= 0 else np.int64(-1)
-    if h < 0 and mate_hit >= 0:            # placed at its mapped mate: RNAME, POS of the mate
-        ms = h_start[mate_hit]
-        mc = _contig_of(ctg_offsets, ms)
-        p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[mc], ctg_name_offsets[mc + 1])
-        p = _put(buf, p, _TAB)
-        p = _put_int(buf, p, ms - ctg_offsets[mc] + 1)
-        p = _put(buf, p, _TAB)
-        p = _put(buf, p, _ZERO)
-        p = _put(buf, p, _TAB)
-        p = _put(buf, p, _STAR)
-        p = _put_next(buf, p, mate_hit, mc, ms - ctg_offsets[mc] + 1, np.int64(0), h_start, ctg_offsets,
-                      ctg_names, ctg_name_offsets)
-        p = _put_seq(buf, p, src, a, n, rev, quals, has_quals)
-    elif h < 0:
-        p = _put_bytes(buf, p, text, _UNMAPPED, _MATE)
+    if h < 0:
+        if mate_hit >= 0:                   # placed at its mapped mate: RNAME, POS of the mate
+            ms = h_start[mate_hit]
+            mc = _contig_of(ctg_offsets, ms)
+            p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[mc], ctg_name_offsets[mc + 1])
+            p = _put(buf, p, _TAB)
+            p = _put_int(buf, p, ms - ctg_offsets[mc] + 1)
+            p = _put(buf, p, _TAB)
+            p = _put(buf, p, _ZERO)
+            p = _put(buf, p, _TAB)
+            p = _put(buf, p, _STAR)
+            p = _put_next(buf, p, mate_hit, mc, ms - ctg_offsets[mc] + 1, np.int64(0), h_start, ctg_offsets,
+                          ctg_names, ctg_name_offsets)
+        else:
+            p = _put_bytes(buf, p, text, _UNMAPPED, _MATE)
         p = _put_seq(buf, p, src, a, n, rev, quals, has_quals)
         reason = rec_reason[r]
         if reason > 0:

@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from pymap import plugins
-from pymap.errors import IndexCorrupt, IndexMismatch, InputError, UsageError
+from pymap.errors import IndexCorrupt, IndexMismatch, InputError
 from pymap.options import AlignOptions
 from pymap.pipeline import Pipeline
 from pymap.reads import read_batches
@@ -192,6 +192,9 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
         _log(summary_line(st, pipe.filt))
         if model is not None:
             _log(model.describe())
+            _log(f"mate rescue: {st.rescue_windows} mates searched, {st.rescue_candidates} window positions, "
+                 f"{st.rescue_accepted} passed the filter, {st.rescue_extended} extended, "
+                 f"{st.rescued_pairs} pairs made proper")
         for note in pipe.seeder.run_notes() + pipe.slack.notes():
             _log(f"note: {note}")
     return st

@@ -32,6 +32,11 @@ class RunStats:
     secondary: int = 0
     supplementary: int = 0
     proper_pairs: int = 0
+    rescue_windows: int = 0        # mate rescue: mates searched, window positions, filter passes,
+    rescue_candidates: int = 0     # extended candidates, pairs it made proper
+    rescue_accepted: int = 0
+    rescue_extended: int = 0
+    rescued_pairs: int = 0
     seconds: dict = field(default_factory=dict)
     filter_slack: str = None   # the allowance the filter ran with ("0", "0..1", "e")
 
@@ -114,16 +119,16 @@ class Pipeline:
         c = cands.take(idx)
         return CandidateBatch(batch, self.ref.codes, c.read, c.strand, c.pos, lo[idx], hi[idx], e[idx])
 
-    def filter(self, cands):
-        """Which candidates the filter accepts (bool mask), run at e + the measured (or --filter-slack)
-        allowance."""
+    def filter(self, cands, estimates=False):
+        """Which candidates the filter accepts (bool mask; with estimates, also its edit estimates),
+        run at e + the measured (or --filter-slack) allowance."""
         thresholds = self.slack.thresholds(cands.lengths, cands.max_edits)
-        accept, _ = self.filt.filter_candidates(cands.with_max_edits(thresholds))
+        accept, est = self.filt.filter_candidates(cands.with_max_edits(thresholds))
         accept = np.asarray(accept, np.bool_)
-        if accept.shape != (len(cands),):
+        if accept.shape != (len(cands),) or np.shape(est) != (len(cands),):
             raise PluginContractError(f"filter {self.filt.name!r} returned {accept.shape} decisions for "
                                       f"{len(cands)} candidates")
-        return accept
+        return (accept, np.asarray(est, np.int64)) if estimates else accept
 
     def extend(self, cands):
         """The extender's Alignments with CIGARs, checked against the contract."""
@@ -162,7 +167,6 @@ class Pipeline:
 
     def hits(self, batch):
         """Seed, filter, extend and select for every read of a batch (Hits, see there)."""
-        opt = self.opt
         st = self.stats
         t = time.perf_counter()
         batch.with_rc()
@@ -184,45 +188,57 @@ class Pipeline:
         ext_idx, aln = self.align(cands, accept, lengths * match - maxe * unit)
         t = self._timed("extend", t)
 
+        st.aligned += int(aln.found.sum())
+        return self.select(batch, lengths, maxe, reason, has_cand, cands.read[ext_idx], cands.strand[ext_idx],
+                           aln)
+
+    def select(self, batch, lengths, maxe, reason0, has_cand, aln_read, aln_strand, aln):
+        """Hits of a batch from its alignments (aln_read, aln_strand: each alignment's read and
+        strand) and the per-read selection (select_hits); unmapped reads get their reason."""
+        t = time.perf_counter()
+        match, unit = self.extender.match_score, self.extender.edit_cost
         # hits: the alignments found, sorted by (read, strand, start); hit k is alignment hit_aln[k]
         found = np.flatnonzero(aln.found)
-        st.aligned += found.size
-        h_read = cands.read[ext_idx[found]]
-        h_strand = cands.strand[ext_idx[found]]
+        h_read, h_strand = aln_read[found], aln_strand[found]
         h_start, h_score = aln.start[found], aln.score[found]
         order = np.lexsort((h_start, h_strand, h_read))
         hit_aln = found[order]
+        reason = reason0.copy()
         h = Hits(batch, lengths, maxe, reason, aln, hit_aln, h_read[order], h_strand[order], h_start[order],
                  h_score[order])
+        h.reason0, h.has_cand, h.aln_read, h.aln_strand = reason0, has_cand, aln_read, aln_strand
         _, rlen, _ = cigar_spans(aln.cigar, aln.cigar_offsets)
         h.end = h.start + rlen[hit_aln]
         h.ctg = np.searchsorted(self.ref.offsets, h.start, side="right") - 1
         floor = lengths * match - (maxe + 1) * unit
         h.best, h.n_best, h.sub, h.has_sub, h.mapq, h.primary, h.keep = select_hits(
-            h.read, h.strand, h.start, h.score, n, maxe, floor, unit, batch.first_index, opt.seed)
+            h.read, h.strand, h.start, h.score, len(batch), maxe, floor, unit, batch.first_index,
+            self.opt.seed)
+        reason[h.primary >= 0] = 0
         unaligned = (reason == 0) & (h.primary < 0)
         no_aln = REASON["over_max_edits"] if self.extender.scoring == "edits" else REASON["below_min_score"]
         reason[unaligned] = np.where(has_cand[unaligned], no_aln, REASON["no_seed_hit"])
         self._timed("select", t)
         return h
 
-    def supplementary(self, h):
-        """Per read, the supplementary hit (-1: none) and its MAPQ (scoring extenders, not --all)."""
+    def supplementary(self, h, primary):
+        """Per read, the supplementary hit (-1: none) of its primary and the supplementary's MAPQ
+        (scoring extenders, not --all)."""
         n = len(h.batch)
         supp = np.full(n, -1, np.int64)
         supp_mapq = np.zeros(n, np.int64)
         if self.extender.scoring != "edits" and not self.opt.report_all and h.hit_aln.size:
             qbeg, qend = query_spans(h.aln.cigar, h.aln.cigar_offsets, h.hit_aln, h.strand, h.lengths[h.read])
-            supp = pick_supplementary(h.read, qbeg, qend, h.score, h.keep, h.primary, n)
+            supp = pick_supplementary(h.read, qbeg, qend, h.score, h.keep, primary, n)
             ext = self.extender
-            supp_mapq = supplementary_mapq(h.read, qbeg, qend, h.score, h.keep, h.primary, supp, ext.match_score,
-                                           ext.edit_cost, h.maxe, h.lengths)
+            supp_mapq = supplementary_mapq(h.read, qbeg, qend, h.score, h.keep, primary, supp,
+                                           ext.match_score, ext.edit_cost, h.maxe, h.lengths)
         return supp, supp_mapq
 
     def map_batch(self, batch):
         """SAM text (bytes) for a batch, every read exactly once as primary or unmapped."""
         h = self.hits(batch)
-        supp, supp_mapq = self.supplementary(h)
+        supp, supp_mapq = self.supplementary(h, h.primary)
         return self.write(h, h.primary, h.mapq, supp, supp_mapq)
 
     def write(self, h, primary, mapq, supp, supp_mapq, pairs=None):
@@ -257,7 +273,8 @@ class Pipeline:
         flag[is_supp] |= 256 if opt.split_as_secondary else 2048
         rec_mapq = np.where(aligned & (rank == 0), mapq[rec_read], 0).astype(np.int64)
         rec_mapq[is_supp] = supp_mapq[rec_read[is_supp]]
-        rec_xs = np.where(aligned & (rank == 0) & h.has_sub[rec_read], h.sub[rec_read].astype(np.int64), NO_XS)
+        with_xs = aligned & (rank == 0) & h.has_sub[rec_read]
+        rec_xs = np.where(with_xs, h.sub[rec_read].astype(np.int64), NO_XS)
         # SA tags: a primary and its supplementary point at each other
         rec_sa = np.full(rec_read.size, -1, np.int64)
         si = np.flatnonzero(is_supp)
@@ -288,7 +305,8 @@ class Pipeline:
 
         text = format_sam(rec_read, flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa, rec_mate, rec_tlen,
                           batch.names, batch.name_offsets, batch.codes, batch.rc_codes, batch.offsets,
-                          batch.quals, self.ref.codes, self.ctg_names, self.ctg_name_offsets, self.ref.offsets,
+                          batch.quals, self.ref.codes, self.ctg_names, self.ctg_name_offsets,
+                          self.ref.offsets,
                           h.strand, h.start, h.score, rec_cigar, rec_cig_off, self.rg)
         self._timed("sam", t)
         st.reads += n
@@ -317,16 +335,90 @@ class Pipeline:
         ins = h.end[r] - h.start[f]
         return ins[(ins > 0) & (h.start[f] <= h.start[r])] if n else np.zeros(0, np.int64)
 
+    def pair(self, h, model):
+        match, unit = max(self.extender.match_score, 1), self.extender.edit_cost
+        return pair_hits(h.read, h.strand, h.start, h.end, h.ctg, h.score, h.keep, len(h.batch) // 2,
+                         model.mean, model.std, model.low, model.high, match, unit, UNPAIRED_PENALTY * match,
+                         h.batch.first_index // 2, self.opt.seed)
+
+    def rescue(self, h, model, proper):
+        """Mate rescue: for a pair not placed as a proper pair whose one mate has a confident hit
+        (MAPQ >= 20) and the other none (or no confident one), every position of the window the
+        insert-size model allows for the other mate is a candidate. The filter checks them all (the
+        all-positions verification GateKeeper was built for inside mrFAST); of each run of accepted
+        neighbouring positions the one with the smallest estimate is extended. Returns the Hits
+        with the new alignments, or h when nothing was added."""
+        st = self.stats
+        n = len(h.batch)
+        mate_of = np.arange(n) ^ 1
+        prim = h.primary
+        confident = (prim >= 0) & (h.mapq >= 20)
+        # a read with more N than e is not seeded, but its mate may place it (as bwa mem's rescue does)
+        rescuable = (h.reason0 == 0) | (h.reason0 == REASON["too_many_n"])
+        unpaired = ~proper[np.arange(n) // 2]
+        anchor = np.flatnonzero(confident & ~confident[mate_of] & unpaired & rescuable[mate_of])
+        if anchor.size == 0:
+            return h
+        mate = mate_of[anchor]
+        # a searched mate that stays unaligned is reported as such, not as unseeded
+        has_cand = h.has_cand.copy()
+        has_cand[mate] = True
+        searched = mate[(h.reason[mate] == REASON["no_seed_hit"])]
+        unaligned = "over_max_edits" if self.extender.scoring == "edits" else "below_min_score"
+        h.reason[searched] = REASON[unaligned]
+        k = prim[anchor]
+        fwd = h.strand[k] == 0
+        L = h.lengths[mate]
+        # forward anchor: the mate is reverse, its end within [start + low, start + high]; reverse
+        # anchor: the mate is forward, its start within [end - high, end - low]
+        first = np.where(fwd, h.start[k] + model.low - L, h.end[k] - model.high)
+        last = np.where(fwd, h.start[k] + model.high - L, h.end[k] - model.low)
+        lo, hi = self.ref.offsets[h.ctg[k]], self.ref.offsets[h.ctg[k] + 1]
+        first, last = np.maximum(first, lo), np.minimum(last, hi - L)
+        width = np.maximum(last - first + 1, 0)
+        idx = np.repeat(np.arange(anchor.size), width)
+        pos = first[idx] + np.arange(idx.size) - np.repeat(np.cumsum(width) - width, width)
+        cands = CandidateBatch(h.batch, self.ref.codes, mate[idx], np.where(fwd, 1, 0)[idx], pos, lo[idx],
+                               hi[idx], h.maxe[mate[idx]])
+        st.rescue_windows += anchor.size
+        st.rescue_candidates += len(cands)
+        if len(cands) == 0:
+            return h
+        accept, est = self.filter(cands, estimates=True)
+        st.rescue_accepted += int(accept.sum())
+        a = np.flatnonzero(accept)
+        # runs of accepted positions of one window: keep the smallest estimate of each
+        run_start = np.ones(a.size, np.bool_)
+        run_start[1:] = (idx[a[1:]] != idx[a[:-1]]) | (pos[a[1:]] - pos[a[:-1]] > 1)
+        run = np.cumsum(run_start) - 1
+        order = np.lexsort((pos[a], est[a], run))
+        first_of_run = np.ones(order.size, np.bool_)
+        first_of_run[1:] = run[order[1:]] != run[order[:-1]]
+        chosen = cands.take(np.sort(a[order[first_of_run]]))
+        st.rescue_extended += len(chosen)
+        if len(chosen) == 0:
+            return h
+        aln = self.extend(chosen)
+        st.aligned += int(aln.found.sum())
+        return self.select(h.batch, h.lengths, h.maxe, h.reason0, has_cand,
+                           np.concatenate([h.aln_read, chosen.read]),
+                           np.concatenate([h.aln_strand, chosen.strand]),
+                           Alignments.concat(h.aln, aln))
+
     def map_pairs(self, r1, r2, model):
         """SAM text for a batch of pairs (mate i of r1 with mate i of r2), mates adjacent, read 1 first."""
-        n_pairs = len(r1)
         batch = interleave(r1, r2)
         h = self.hits(batch)
         t = time.perf_counter()
-        match, unit = max(self.extender.match_score, 1), self.extender.edit_cost
-        pick1, pick2, pair_mapq = pair_hits(h.read, h.strand, h.start, h.end, h.ctg, h.score, h.keep, n_pairs,
-                                            model.mean, model.std, model.low, model.high, match, unit,
-                                            UNPAIRED_PENALTY * match, batch.first_index // 2, self.opt.seed)
+        pick1, pick2, pair_mapq = self.pair(h, model)
+        t = self._timed("pair", t)
+        before = int((pick1 >= 0).sum())
+        h2 = self.rescue(h, model, pick1 >= 0)
+        t = self._timed("rescue", t)
+        if h2 is not h:
+            h = h2
+            pick1, pick2, pair_mapq = self.pair(h, model)
+            self.stats.rescued_pairs += int((pick1 >= 0).sum()) - before
         proper = pick1 >= 0
         primary = h.primary.copy()
         mapq = h.mapq.astype(np.int64)
@@ -339,8 +431,8 @@ class Pipeline:
             mapq[r] = np.maximum(own, np.minimum(pair_mapq[pp], own + 40))
         self.stats.proper_pairs += int(proper.sum())
         self._timed("pair", t)
-        none = np.full(len(batch), -1, np.int64)
-        return self.write(h, primary, mapq, none, np.zeros(len(batch), np.int64), pairs=proper)
+        supp, supp_mapq = self.supplementary(h, primary)
+        return self.write(h, primary, mapq, supp, supp_mapq, pairs=proper)
 
 
 #: what placing two mates apart (not as a proper pair) costs, in matches (bwa mem -U 17)
@@ -370,6 +462,10 @@ class Hits:
     keep: np.ndarray = None
     end: np.ndarray = None          # reference end (exclusive) of each hit
     ctg: np.ndarray = None          # contig of each hit
+    reason0: np.ndarray = None      # reasons decided before alignment (Pipeline.read_limits)
+    has_cand: np.ndarray = None
+    aln_read: np.ndarray = None     # read and strand of every alignment (found or not)
+    aln_strand: np.ndarray = None
 
 
 def interleave(r1, r2):

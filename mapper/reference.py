@@ -69,7 +69,10 @@ def parse_fasta(data, source="reference"):
         words = header.split()
         if not words:
             raise InputError(f"{source}: a FASTA header has no name (record {len(names) + 1})")
-        name = words[0].decode("ascii", "replace")
+        if any(c < 33 or c > 126 for c in words[0]):
+            raise InputError(f"{source}: contig name {words[0].decode('ascii', 'replace')!r} holds a control or "
+                             f"non-ASCII character (SAM allows printable ASCII only)")
+        name = words[0].decode("ascii")
         if name in seen:
             raise InputError(f"{source}: duplicate contig name {name!r}")
         seq = body.replace(b"\n", b"").replace(b" ", b"").replace(b"\t", b"")

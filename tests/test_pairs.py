@@ -87,7 +87,7 @@ def test_pairs_flags_fields_and_truth(data, tmp_path):
         if int(name[1:]) >= 295:                    # read 2 is random: unmapped, placed at its mate
             assert fb & 4 and fa & 8 and not fa & 2
             assert (b[2], b[3], b[6], b[7]) == (a[2], a[3], "=", a[3])
-            assert "MC:Z:" + a[5] in b and "MQ:i:" + a[4] in b
+            assert "MC:Z:" + a[5] in b and "MQ:i:" + a[4] in b and any(x.startswith("YU:Z:") for x in b[11:])
             continue
         assert fa & 2 and fb & 2, (a, b)
         assert bool(fa & 16) != bool(fb & 16) and bool(fa & 32) == bool(fb & 16) and bool(fb & 32) == bool(fa & 16)
@@ -158,3 +158,32 @@ def test_samtools_accepts_pairs(data, tmp_path):
     fs = subprocess.run(["samtools", "flagstat", str(out)], capture_output=True, text=True, check=True).stdout
     assert "600 + 0 paired in sequencing" in fs and "590 + 0 properly paired" in fs
     subprocess.run(f"samtools sort -n {out} | samtools fixmate -m - {tmp_path}/fm.bam", shell=True, check=True)
+
+
+def test_mate_rescue_through_the_filter(tmp_path):
+    """Mates with a mismatch every 11 bases have no exact 16-mer to seed from; their partners map
+    uniquely, and the rescue finds them in the window the insert-size model allows."""
+    rng = np.random.default_rng(23)
+    genome = rand_seq(rng, 30000)
+    ref = tmp_path / "ref.fa"
+    ref.write_text(f">g\n{genome}\n")
+    r1, r2, truth = [], [], {}
+    for i in range(40):
+        start = 500 + 700 * i
+        ins = 280 + int(rng.integers(0, 40))
+        frag = genome[start:start + ins]
+        m2 = list(revcomp(frag[-100:]))
+        for j in range(5, 100, 11):
+            m2[j] = "ACGT"[("ACGT".index(m2[j]) + 1) % 4]
+        r1.append((f"q{i}", frag[:100]))
+        r2.append((f"q{i}", "".join(m2)))
+        truth[f"q{i}"] = start + ins - 100
+    for path, recs in ((tmp_path / "a.fq", r1), (tmp_path / "b.fq", r2)):
+        path.write_text("".join(f"@{n}\n{s}\n+\n{'I' * len(s)}\n" for n, s in recs))
+    st, text = run(ref, tmp_path / "a.fq", tmp_path / "b.fq", tmp_path / "o.sam", insert_size=insert.parse("300,20"))
+    recs = records(text)
+    assert st.rescue_windows == 40 and st.rescued_pairs == 40 and st.proper_pairs == 40
+    assert st.rescue_candidates == 40 * 161 and st.rescue_accepted < st.rescue_candidates // 4
+    assert 40 <= st.rescue_extended <= 80          # one candidate per run of accepted neighbours
+    for b in recs[1::2]:
+        assert int(b[1]) & 2 and int(b[3]) - 1 == truth[b[0]] and b[5] == "100M", b
