@@ -111,7 +111,7 @@ def open_index(seeder, reference, ref_path, index_path=None, save=True):
     return index
 
 
-def make_pipeline(ref_path, options, index_path=None):
+def make_pipeline(ref_path, options, index_path=None, paired=False):
     options.validate()
     set_threads(options.threads)
     reference = load_reference(ref_path)
@@ -122,8 +122,17 @@ def make_pipeline(ref_path, options, index_path=None):
     seeder = plugins.create("seeder", options.seeder, **seeder_opts)
     filt = make_filter(options.filter, options.filter_opts)
     extender = plugins.create("extender", options.extender, **options.extender_opts)
+    pair_extender = None
+    if paired and "min_score" in (plugins.option_names(type(extender)) or ()):
+        # mates of a proper pair are kept down to a lower score than single reads (as bwa mem does)
+        low = min(extender.min_score, PAIR_MIN_SCORE)
+        pair_extender = plugins.create("extender", options.extender, **{**options.extender_opts, "min_score": low})
     index = open_index(seeder, reference, ref_path, index_path)
-    return Pipeline(reference, index, seeder, filt, extender, options)
+    return Pipeline(reference, index, seeder, filt, extender, options, pair_extender=pair_extender)
+
+
+#: the lowest score a mate of a proper pair is reported with (single reads: the extender's -T)
+PAIR_MIN_SCORE = 20
 
 
 class Progress:
@@ -157,7 +166,7 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
     t0 = time.perf_counter()
     SamWriter.check_path(out)
     paired = mates_path is not None or options.interleaved
-    pipe = make_pipeline(ref_path, options, index_path)
+    pipe = make_pipeline(ref_path, options, index_path, paired=paired)
     cl = command_line or f"pymap align {ref_path} {reads_path}" + (f" {mates_path}" if mates_path else "")
     writer = SamWriter(out, make_header(pipe.ref, cl, options.read_group), ref_path=ref_path,
                        threads=options.thread_count)

@@ -47,12 +47,15 @@ class RunStats:
 class Pipeline:
     """Holds the reference, the index and one instance of each stage; maps batches."""
 
-    def __init__(self, reference, index, seeder, filt, extender, options):
+    def __init__(self, reference, index, seeder, filt, extender, options, pair_extender=None):
         self.ref = reference
         self.index = index
         self.seeder = seeder
         self.filt = filt
         self.extender = extender
+        # pairs: an instance of the extender with a lower minimum score; hits below the extender's
+        # own minimum are kept only as mates of a proper pair
+        self.pair_extender = pair_extender
         # --all: no location within e may be lost, so the filter always runs at 2e
         self.slack = SlackTable(filt, fixed=options.filter_slack, whole_e=options.report_all)
         self.opt = options
@@ -408,17 +411,37 @@ class Pipeline:
     def map_pairs(self, r1, r2, model):
         """SAM text for a batch of pairs (mate i of r1 with mate i of r2), mates adjacent, read 1 first."""
         batch = interleave(r1, r2)
-        h = self.hits(batch)
-        t = time.perf_counter()
-        pick1, pick2, pair_mapq = self.pair(h, model)
-        t = self._timed("pair", t)
-        before = int((pick1 >= 0).sum())
-        h2 = self.rescue(h, model, pick1 >= 0)
-        t = self._timed("rescue", t)
-        if h2 is not h:
-            h = h2
+        single = self.extender
+        if self.pair_extender is not None:
+            self.extender = self.pair_extender
+        try:
+            h = self.hits(batch)
+            t = time.perf_counter()
             pick1, pick2, pair_mapq = self.pair(h, model)
-            self.stats.rescued_pairs += int((pick1 >= 0).sum()) - before
+            t = self._timed("pair", t)
+            before = int((pick1 >= 0).sum())
+            h2 = self.rescue(h, model, pick1 >= 0)
+            t = self._timed("rescue", t)
+            if h2 is not h:
+                h = h2
+                pick1, pick2, pair_mapq = self.pair(h, model)
+                self.stats.rescued_pairs += int((pick1 >= 0).sum()) - before
+        finally:
+            self.extender = single
+        if self.pair_extender is not None:
+            # below the single-read minimum: only the mates of proper pairs keep their alignment
+            weak = np.flatnonzero(h.aln.found & (h.aln.score < single.min_score))
+            picked = np.zeros(h.aln.found.shape[0], np.bool_)
+            pp = pick1 >= 0
+            picked[h.hit_aln[pick1[pp]]] = True
+            picked[h.hit_aln[pick2[pp]]] = True
+            drop = weak[~picked[weak]]
+            if drop.size:
+                aln = copy.copy(h.aln)
+                aln.found = aln.found.copy()
+                aln.found[drop] = False
+                h = self.select(h.batch, h.lengths, h.maxe, h.reason0, h.has_cand, h.aln_read, h.aln_strand, aln)
+                pick1, pick2, pair_mapq = self.pair(h, model)
         proper = pick1 >= 0
         primary = h.primary.copy()
         mapq = h.mapq.astype(np.int64)

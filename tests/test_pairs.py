@@ -187,3 +187,39 @@ def test_mate_rescue_through_the_filter(tmp_path):
     assert 40 <= st.rescue_extended <= 80          # one candidate per run of accepted neighbours
     for b in recs[1::2]:
         assert int(b[1]) & 2 and int(b[3]) - 1 == truth[b[0]] and b[5] == "100M", b
+
+
+def test_mates_of_proper_pairs_are_kept_below_the_single_read_minimum(tmp_path):
+    """A mate that aligns over 26 bases only (score 26 < -T 30) is reported when its partner places
+    the pair properly, and unmapped when mapped as a single read."""
+    rng = np.random.default_rng(31)
+    genome = rand_seq(rng, 20000)
+    ref = tmp_path / "ref.fa"
+    ref.write_text(f">g\n{genome}\n")
+    frag = genome[5000:5300]
+    m1 = frag[:100]
+    m2 = revcomp(frag[-26:]) + rand_seq(rng, 74)
+    (tmp_path / "a.fq").write_text(f"@x\n{m1}\n+\n{'I' * 100}\n")
+    (tmp_path / "b.fq").write_text(f"@x\n{m2}\n+\n{'I' * 100}\n")
+    st, text = run(ref, tmp_path / "a.fq", tmp_path / "b.fq", tmp_path / "o.sam", insert_size=insert.parse("300,20"))
+    a, b = records(text)
+    assert int(a[1]) & 2 and int(b[1]) & 2 and b[5].endswith("S26M") and "AS:i:26" in b
+    st, text = run(ref, tmp_path / "b.fq", None, tmp_path / "s.sam")
+    assert st.mapped == 0
+
+
+@pytest.mark.parametrize("kw", [dict(report_all=True, max_edits=4), dict(max_hits=3)])
+def test_secondaries_and_all_for_pairs(data, tmp_path, kw):
+    ref, r1, r2, _, _ = data
+    st, text = run(ref, r1, r2, tmp_path / "o.sam", **kw)
+    recs = records(text)
+    prim = [r for r in recs if not int(r[1]) & (256 | 2048)]
+    assert [r[0] for r in prim] == [f"p{i}" for i in range(300) for _ in (0, 1)]
+    assert [int(r[1]) & 192 for r in prim] == [64, 128] * 300
+    sec = [r for r in recs if int(r[1]) & 256]
+    assert sec and all(int(r[1]) & 1 and r[4] == "0" for r in sec)
+    if "max_hits" in kw:
+        per = {}
+        for r in sec:
+            per[(r[0], int(r[1]) & 192)] = per.get((r[0], int(r[1]) & 192), 0) + 1
+        assert max(per.values()) <= 2

@@ -43,6 +43,7 @@ class AffineExtender(Extender):
         self.params = make_params(match=int(match), mismatch=int(mismatch), gap_open=int(gap_open),
                                   gap_ext=int(gap_ext), clip_left=left, clip_right=right,
                                   min_score=int(min_score))
+        self.min_score = int(min_score)
         self.match_score = int(match)
         self.edit_cost = int(match) + int(mismatch)
 
