@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pymap.batch import Alignments, CandidateBatch, ReadBatch
+from pymap.batch import MIN_BAND, Alignments, CandidateBatch, ReadBatch
 from pymap.errors import PluginContractError
 from pymap.kernels.cigar import cigar_edits, cigar_spans
 from pymap.kernels.pairing import pair_hits
@@ -390,10 +390,15 @@ class Pipeline:
         accept, est = self.filter(cands, estimates=True)
         st.rescue_accepted += int(accept.sum())
         a = np.flatnonzero(accept)
-        # runs of accepted positions of one window: keep the smallest estimate of each
+        # runs of accepted neighbouring positions of one window, cut into pieces one extension's band
+        # covers: keep the smallest estimate of each piece (one piece per run with a sharp filter)
         run_start = np.ones(a.size, np.bool_)
         run_start[1:] = (idx[a[1:]] != idx[a[:-1]]) | (pos[a[1:]] - pos[a[:-1]] > 1)
         run = np.cumsum(run_start) - 1
+        e = cands.max_edits[a].astype(np.int64)
+        reach = 2 * (e if self.extender.scoring == "edits" else np.maximum(e, MIN_BAND)) + 1
+        piece = (pos[a] - pos[a][np.flatnonzero(run_start)][run]) // reach
+        run = run * (int(piece.max(initial=0)) + 1) + piece
         order = np.lexsort((pos[a], est[a], run))
         first_of_run = np.ones(order.size, np.bool_)
         first_of_run[1:] = run[order[1:]] != run[order[:-1]]
