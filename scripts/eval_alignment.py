@@ -15,19 +15,26 @@ Markdown tables and, with ``--json FILE``, writes the figures as JSON.
     mason      Mason E. coli sets (scripts/simulate.py + scripts/score.py): sensitivity, wrong at
                MAPQ >= 20, and a Q-line table (MAPQ >= 60, 50, 40, 30, 20, 10, 1, 0)
     speed      wall time and reads/s at -t 2 on one read set, indexes built beforehand, warm run
+    pairs      Mason pairs (2 x 150, fragment 400 +- 60; --contigs K cuts the reference) mapped as
+               pairs by pymap, bwa mem, bowtie2, minimap2 -ax sr (and by pymap as single reads):
+               per-mate sensitivity, wrong at MAPQ >= 20, properly paired (checked against samtools
+               flagstat), Q-lines, warm wall time; --real: the real pairs, mapped and properly
+               paired against bwa
 
     python scripts/eval_alignment.py indels --reads 20000 --json /tmp/indels.json
     python scripts/eval_alignment.py clipping --extender banded          # passed to pymap align
     python scripts/eval_alignment.py mason --pymap-args "--extender banded" \\
         --variant affine="--extender affine" --variant old="/opt/old/bin/pymap align"
+    python scripts/eval_alignment.py pairs --ref /tmp/synth30.fa --contigs 40 --profile high
 
-The mapper: ``--pymap`` (default "pymap align"; any command that takes REF READS -o OUT -t T
+The mapper: ``--pymap`` (default "pymap align"; any command that takes REF READS [MATES] -o OUT -t T
 [--index IDX]), ``--pymap-args`` and any option this script does not know are appended to it.
 ``--variant LABEL=VALUE`` adds another pymap run: VALUE starting with "-" is extra arguments to
 ``--pymap``, anything else a whole command. ``--bwa`` / ``--bwa-args`` set the peer, ``--tools``
 picks labels. Indexes are built before mapping (``pymap index``, derived from the align command
-by replacing "align" with "index"; ``bwa index``). Work files go under ``--workdir``
-(default /tmp/eval_alignment); simulations are reused when their parameters have not changed.
+by replacing "align" with "index"; ``bwa index``; for pairs ``bowtie2-build``, ``minimap2 -x sr -d``).
+Work files go under ``--workdir`` (default /tmp/eval_alignment); simulations are reused when their
+parameters have not changed.
 """
 import argparse
 import hashlib
@@ -36,6 +43,7 @@ import os
 import random
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -208,7 +216,9 @@ def placed(t_contig, t_start0, t_unclipped0, t_strand, contig, start0, unclipped
 # ------------------------------------------------------------------ mappers
 
 class Mapper:
-    """One tool to compare: kind 'pymap' (REF READS -o OUT -t T [--index IDX]) or 'bwa' (SAM on stdout)."""
+    """One tool to compare: kind 'pymap' (REF READS [MATES] -o OUT -t T [--index IDX]), or a peer
+    writing SAM on stdout: 'bwa' (bwa mem), 'bowtie2', 'minimap2' (-ax sr). ``reads`` is a path or,
+    for pairs, a (read 1, read 2) tuple."""
 
     def __init__(self, label, kind, cmd, args=()):
         self.label, self.kind = label, kind
@@ -233,14 +243,27 @@ class Mapper:
                 extra.append(x)
         return self.cmd[:i] + ["index"] + extra
 
+    def _peer_index(self, ref_fa, threads):
+        """(command, files it writes, prefix to pass) of a peer's index next to ``ref_fa``."""
+        if self.kind == "bwa":
+            return (f"bwa index {shlex.quote(ref_fa)}",
+                    [ref_fa + e for e in (".bwt", ".sa", ".pac", ".ann", ".amb")], ref_fa)
+        if self.kind == "bowtie2":
+            return (f"bowtie2-build --threads {threads} {shlex.quote(ref_fa)} {shlex.quote(ref_fa)}",
+                    [ref_fa + e for e in (".1.bt2", ".2.bt2", ".3.bt2", ".4.bt2", ".rev.1.bt2",
+                                          ".rev.2.bt2")], ref_fa)
+        mmi = ref_fa + ".sr.mmi"   # minimap2
+        return f"minimap2 -x sr -d {shlex.quote(mmi)} {shlex.quote(ref_fa)}", [mmi], mmi
+
     def build_index(self, ref_fa, threads):
         """Build the index once per reference (and per pymap command). Returns seconds (None: reused)."""
-        if self.kind == "bwa":
-            if all(os.path.exists(ref_fa + e) and os.path.getmtime(ref_fa + e) >= os.path.getmtime(ref_fa)
-                   for e in (".bwt", ".sa", ".pac", ".ann", ".amb")):
+        if self.kind != "pymap":
+            cmd, files, prefix = self._peer_index(ref_fa, threads)
+            self.index_path[ref_fa] = prefix
+            if all(os.path.exists(f) and os.path.getmtime(f) >= os.path.getmtime(ref_fa) for f in files):
                 return None
             t0 = time.perf_counter()
-            sh(f"bwa index {shlex.quote(ref_fa)}", ref_fa + ".bwa_index.log")
+            sh(cmd, f"{ref_fa}.{self.kind}_index.log")
             return time.perf_counter() - t0
         icmd = self._index_cmd()
         if icmd is None:
@@ -265,13 +288,18 @@ class Mapper:
         return time.perf_counter() - t0
 
     def align_cmd(self, ref_fa, reads, out_sam, threads):
-        """(command list, stdout path or None). ``reads`` is a path or a pair of paths (bwa only)."""
+        """(command list, stdout path or None). ``reads`` is a path or a pair of paths."""
+        rr = list(reads) if isinstance(reads, (list, tuple)) else [reads]
         if self.kind == "bwa":
-            rr = list(reads) if isinstance(reads, (list, tuple)) else [reads]
             return self.cmd + self.args + ["-t", str(threads), ref_fa] + rr, out_sam
-        if isinstance(reads, (list, tuple)):
-            raise ValueError("pymap maps single-end reads")
-        cmd = self.cmd + self.args + [ref_fa, reads, "-o", out_sam, "-t", str(threads)]
+        if self.kind == "bowtie2":
+            files = ["-1", rr[0], "-2", rr[1]] if len(rr) == 2 else ["-U", rr[0]]
+            return (self.cmd + self.args + ["-p", str(threads), "-x", self.index_path.get(ref_fa, ref_fa)]
+                    + files, out_sam)
+        if self.kind == "minimap2":
+            idx = self.index_path.get(ref_fa, ref_fa)
+            return self.cmd + self.args + ["-t", str(threads), idx] + rr, out_sam
+        cmd = self.cmd + self.args + [ref_fa] + rr + ["-o", out_sam, "-t", str(threads)]
         if ref_fa in self.index_path:
             cmd += ["--index", self.index_path[ref_fa]]
         return cmd, None
@@ -292,7 +320,7 @@ class Mapper:
         return res
 
 
-def make_mappers(a):
+def make_mappers(a, peers=()):
     pymap_args = shlex.split(a.pymap_args) + list(a.passthrough)
     mappers = [Mapper(a.label, "pymap", a.pymap, pymap_args)]
     for v in a.variant or ():
@@ -304,6 +332,7 @@ def make_mappers(a):
         else:
             mappers.append(Mapper(label, "pymap", val))
     mappers.append(Mapper("bwa", "bwa", a.bwa, shlex.split(a.bwa_args)))
+    mappers += peers
     if a.tools:
         want = [t.strip() for t in a.tools.split(",") if t.strip()]
         known = {m.label: m for m in mappers}
@@ -1199,6 +1228,471 @@ def cmd_speed(a, mappers):
     return dict(subcommand="speed", simulation=info, results=results)
 
 
+# ------------------------------------------------------------------ 7. pairs
+
+PEERS = ("bowtie2", "minimap2")
+
+
+def make_peers(a):
+    """bowtie2 and minimap2 -ax sr (``--peers``) for the pairs subcommand, where installed."""
+    if getattr(a, "command", None) != "pairs":
+        return []
+    out = []
+    for name in [x.strip() for x in a.peers.split(",") if x.strip() and x.strip() != "none"]:
+        if name not in PEERS:
+            raise SystemExit(f"eval_alignment: --peers: unknown peer {name!r} (known: {', '.join(PEERS)})")
+        need = ("bowtie2", "bowtie2-build") if name == "bowtie2" else ("minimap2",)
+        missing = [x for x in need if shutil.which(x) is None]
+        if missing:
+            log(f"pairs: {name} left out, not installed ({', '.join(missing)}; apt-get install {name})")
+            continue
+        if name == "bowtie2":
+            out.append(Mapper("bowtie2", "bowtie2", "bowtie2", shlex.split(a.bowtie2_args)))
+        else:
+            out.append(Mapper("minimap2", "minimap2", ["minimap2", "-ax", "sr"],
+                              shlex.split(a.minimap2_args)))
+    return out
+
+
+def allot_contigs(lengths, k):
+    """How many of ``k`` contigs each sequence is cut into: by length (largest remainder), >= 1 each."""
+    if k < len(lengths):
+        raise SystemExit(f"eval_alignment: --contigs {k} is fewer than the reference's {len(lengths)} "
+                         "sequences")
+    total = sum(lengths)
+    share = [k * n / total for n in lengths]
+    alloc = [max(1, int(x)) for x in share]
+    while sum(alloc) < k:
+        alloc[max(range(len(alloc)), key=lambda j: share[j] - alloc[j])] += 1
+    while sum(alloc) > k:
+        alloc[max((j for j in range(len(alloc)) if alloc[j] > 1), key=lambda j: alloc[j] - share[j])] -= 1
+    return alloc
+
+
+def pairs_reference(a, ref_src):
+    """The reference to simulate from and map to: ``ref_src`` re-wrapped, or with ``--contigs K`` every
+    sequence cut into contigs (K in all, shared by length) by the clipping subcommand's split_contigs,
+    ``--gap`` bp dropped around each. Contig ends need no unique flanks here (Mason draws every
+    fragment inside one contig, no read overhangs an end). Returns (path, number of contigs)."""
+    if not a.contigs:
+        ref_fa = prepared_ref(ref_src, a.workdir)
+        return ref_fa, len(simulate.read_lengths(ref_fa))
+    base = re.sub(r"\.(fa|fasta|fna)(\.gz)?$", "", os.path.basename(ref_src))
+    d = os.path.join(a.workdir, "refs", f"{base}_c{a.contigs}_g{a.gap}_s{a.seed}")
+    os.makedirs(d, exist_ok=True)
+    ref_fa = os.path.join(d, "ref.fa")
+    params = dict(ref=os.path.abspath(ref_src), contigs=a.contigs, gap=a.gap, seed=a.seed, version=1)
+    if cached(d, params, [ref_fa]) and os.path.getmtime(ref_fa) >= os.path.getmtime(ref_src):
+        return ref_fa, a.contigs
+    seqs = read_fasta(ref_src)
+    rng = random.Random(a.seed)
+    out = []
+    for (name, seq), k in zip(seqs, allot_contigs([len(s) for _, s in seqs], a.contigs)):
+        if k == 1:
+            out.append((name, seq))
+            continue
+        for nm, s, e in split_contigs(seq, k, a.gap, 0, rng, name=name + "_"):
+            out.append((nm, seq[s:e]))
+    write_fasta(ref_fa, out)
+    save_params(d, params)
+    log(f"pairs: {os.path.basename(ref_src)} ({len(seqs)} sequences) cut into {len(out)} contigs, "
+        f"{a.gap} bp dropped around each cut: {ref_fa}")
+    return ref_fa, len(out)
+
+
+def mason_pairs(a, ref_fa, tag):
+    """Mason pairs: (read 1 FASTQ, read 2 FASTQ, single-end FASTQ of both, truth SAM, pairs)."""
+    d = os.path.join(a.workdir, "pairs", tag)
+    os.makedirs(d, exist_ok=True)
+    r1, r2 = os.path.join(d, "reads_1.fq"), os.path.join(d, "reads_2.fq")
+    se, truth = os.path.join(d, "reads_se.fq"), os.path.join(d, "truth.sam")
+    params = dict(ref=os.path.abspath(ref_fa), ref_size=os.path.getsize(ref_fa), n=a.pairs, length=a.length,
+                  fragment=[a.fragment_mean, a.fragment_std], profile=a.profile, seed=a.seed, version=1)
+    if cached(d, params, [r1, r2, se, truth]):
+        log(f"pairs: reusing the simulation in {d}")
+        return r1, r2, se, truth
+    log(f"pairs: simulating {a.pairs} pairs, 2 x {a.length} bp, fragment {a.fragment_mean} +- "
+        f"{a.fragment_std}, {a.profile} profile, seed {a.seed}")
+    cmd = [simulate.tool("mason_simulator"), "-ir", ref_fa, "-n", str(a.pairs), "-o", r1, "-or", r2,
+           "-oa", truth, "--illumina-read-length", str(a.length),
+           "--fragment-mean-size", str(a.fragment_mean), "--fragment-size-std-dev", str(a.fragment_std),
+           "--seed", str(a.seed), "--num-threads", "1"]
+    cmd += simulate.MASON_PROFILES[a.profile]
+    log_path = os.path.join(d, "mason.log")
+    open(log_path, "w").close()
+    sh(" ".join(shlex.quote(x) for x in cmd), log_path)
+    write_single_end(r1, r2, se)
+    save_params(d, params)
+    return r1, r2, se, truth
+
+
+def write_single_end(r1, r2, se):
+    """Both mates as single reads, NAME_1 and NAME_2 (every mapper keeps these names as they are)."""
+    recs = ((simulate.strip_mate(h) + sfx, s, q)
+            for fq, sfx in ((r1, "_1"), (r2, "_2")) for h, s, q in simulate.fastq_records(fq))
+    return write_fastq(se, recs)
+
+
+def pair_truth(path):
+    """{(name, mate): (contig, start0, strand)} from Mason's -oa SAM; mate 1 / 2 from flag 0x40 / 0x80."""
+    truth = {}
+    with simulate.open_text(path) as fh:
+        for line in fh:
+            if line.startswith("@"):
+                continue
+            f = line.split("\t", 4)
+            flag = int(f[1])
+            if flag & 0x900:
+                continue
+            key = (simulate.strip_mate(f[0]), 1 if flag & 0x40 else 2 if flag & 0x80 else 0)
+            truth[key] = ("*", -1, "*") if flag & 4 else (f[2], int(f[3]) - 1, "-" if flag & 16 else "+")
+    return truth
+
+
+def read_key(r, single):
+    """(name, mate) of a SAM record: mate from the flags of a paired record; from the _1/_2 suffix
+    of write_single_end's names in a single-end run."""
+    if r.flag & 1:
+        return score._strip_mate(r.query_name), 1 if r.flag & 0x40 else 2 if r.flag & 0x80 else 0
+    name = r.query_name
+    if single and len(name) > 2 and name[-2] == "_" and name[-1] in "12":
+        return name[:-2], int(name[-1])
+    return score._strip_mate(name), 0
+
+
+def score_pairs(truth, sam, tol, single=False):
+    """Every mate scored on its own (scripts/score.py's rule: primary on the true contig and strand,
+    start or unclipped start within ``tol``), plus properly paired (mapped primaries with 0x2),
+    pairs with both mates correct, the MAPQ histograms and violations (a read missing, twice
+    primary, or not in the truth). ``correct``: the set of correct (name, mate) keys."""
+    seen = {}
+    mapq_hist, wrong_hist = [0] * 256, [0] * 256
+    c = dict(reads=len(truth), mapped=0, correct=0, proper=0, duplicate=0, unknown=0)
+    with open_sam(sam) as fh:
+        for r in fh:
+            if r.flag & 0x900:
+                continue
+            key = read_key(r, single)
+            t = truth.get(key)
+            if t is None:
+                c["unknown"] += 1
+                continue
+            if key in seen:
+                c["duplicate"] += 1
+                continue
+            if r.is_unmapped:
+                seen[key] = False
+                continue
+            c["mapped"] += 1
+            c["proper"] += bool(r.flag & 2)
+            ok = placed(t[0], t[1], t[1], t[2], r.reference_name, r.reference_start, unclipped_start0(r),
+                        "-" if r.is_reverse else "+", tol)
+            seen[key] = ok
+            q = min(max(r.mapping_quality, 0), 255)
+            mapq_hist[q] += 1
+            if ok:
+                c["correct"] += 1
+            else:
+                wrong_hist[q] += 1
+    c["missing"] = len(truth) - len(seen)
+    names = {k[0] for k in truth}
+    c["pairs"] = len(names)
+    c["pairs_both_correct"] = sum(1 for n in names if seen.get((n, 1)) and seen.get((n, 2)))
+    c["sensitivity"] = ratio(c["correct"], c["reads"])
+    c["mapq_hist"], c["wrong_hist"] = mapq_hist, wrong_hist
+    return c, {k for k, v in seen.items() if v}
+
+
+def count_pairs(sam, single=False):
+    """Real reads: primaries, mapped, properly paired (mapped with 0x2), MAPQ >= 20, violations."""
+    c = dict(reads=0, mapped=0, proper=0, mapq20=0, duplicate=0)
+    keys = set()
+    with open_sam(sam) as fh:
+        for r in fh:
+            if r.flag & 0x900:
+                continue
+            key = read_key(r, single)
+            if key in keys:
+                c["duplicate"] += 1
+                continue
+            keys.add(key)
+            c["reads"] += 1
+            if r.is_unmapped:
+                continue
+            c["mapped"] += 1
+            c["proper"] += bool(r.flag & 2)
+            c["mapq20"] += r.mapping_quality >= 20
+    return c
+
+
+def flagstat_proper(sam):
+    """samtools flagstat's 'properly paired' count (QC-passed + failed) and its line, or (None, why)."""
+    try:
+        r = subprocess.run(["samtools", "flagstat", sam], capture_output=True, text=True)
+    except OSError as e:
+        return None, f"samtools: {e}"
+    for line in r.stdout.splitlines():
+        m = re.match(r"(\d+) \+ (\d+) properly paired", line)
+        if m:
+            return int(m.group(1)) + int(m.group(2)), line.strip()
+    return None, (r.stderr.strip().splitlines() or ["no 'properly paired' line"])[-1]
+
+
+def insert_model(m, log_path):
+    """The insert-size model a tool reports on stderr: pymap's summary line, bwa's FR estimate."""
+    text = tail(log_path, 200000)
+    if m.kind == "pymap":
+        proper = re.findall(r"(\d+) proper pairs", text)
+        model = [ln.strip().replace("[pymap] ", "") for ln in text.splitlines() if "insert size" in ln]
+        parts = ([f"{proper[-1]} proper pairs in its summary"] if proper else []) + model[-1:]
+        return "; ".join(parts) or None
+    if m.kind == "bwa":
+        fr = re.search(r"orientation FR\.\.\..*?\] mean and std\.dev: \(([\d.]+), ([\d.]+)\)"
+                       r".*?boundaries for proper pairs: \((\d+), (\d+)\)", text, re.S)
+        return (f"FR insert size {fr.group(1)} +- {fr.group(2)}, proper within [{fr.group(3)}, "
+                f"{fr.group(4)}] (its first batch)") if fr else None
+    return None
+
+
+def check_summary(entry, proper_reads):
+    """pymap's summary counts proper pairs, the SAM flags reads: append whether 2 x the one is the other."""
+    m = re.match(r"(\d+) proper pairs in its summary", entry.get("insert_model") or "")
+    if m:
+        n = int(m.group(1))
+        entry["insert_model"] += (f" (x 2 = the {proper_reads} reads flagged 0x2)" if 2 * n == proper_reads
+                                  else f" (BUT {proper_reads} reads flagged 0x2 in its SAM)")
+
+
+def pair_jobs(a, mappers):
+    """[(label, mapper, single)]: every tool on the pairs, then the ``--single`` ones on the mates as
+    single reads (label LABEL-se), next to their paired run."""
+    single = [x.strip() for x in (a.single if a.single is not None else a.label).split(",")
+              if x.strip() and x.strip() != "none"]
+    known = {m.label for m in mappers}
+    if a.single is None:
+        single = [s for s in single if s in known]   # the default: pymap, where --tools keeps it
+    for s in single:
+        if s not in known:
+            raise SystemExit(f"eval_alignment: --single: unknown or unselected label {s!r} (known: "
+                             f"{', '.join(sorted(known))})")
+    jobs = []
+    for m in mappers:
+        jobs.append((m.label, m, False))
+        if m.label in single:
+            jobs.append((m.label + "-se", m, True))
+    return jobs
+
+
+def run_pair_jobs(a, jobs, ref_fa, pe, se, run_dir):
+    """Indexes first (not timed), then each job ``--runs`` times; the last run's SAM and timing
+    count. Returns {label: dict(sam or None, runs, log, insert model)}."""
+    os.makedirs(run_dir, exist_ok=True)
+    for m in {id(m): m for _, m, _ in jobs}.values():
+        secs = m.build_index(ref_fa, a.threads)
+        if secs is not None:
+            log(f"{m.label}: index built in {secs:.1f} s")
+    out = {}
+    for label, m, single in jobs:
+        sam = os.path.join(run_dir, f"{label}.sam")
+        runs = []
+        for i in range(a.runs):
+            if a.wait_idle is not None:
+                busy, waited = bench_mapping.wait_idle(a.wait_idle, a.wait_max)
+                log(f"{label}: {busy:.2f} cores busy before run {i + 1} (waited {waited:.0f} s)")
+            lp = os.path.join(run_dir, f"{label}.{i + 1}.log")
+            log(f"{label}: run {i + 1} of {a.runs}")
+            runs.append(m.run(ref_fa, se if single else pe, sam, a.threads, lp))
+            if not runs[-1]["ok"]:
+                break
+        ok = runs[-1]["ok"]
+        out[label] = dict(sam=sam if ok else None, runs=runs, single=single, mapper=m,
+                          insert=None if single or not ok else insert_model(m, runs[-1]["log"]))
+    return out
+
+
+def _warm(e):
+    w = e["runs"][-1]
+    return w if w["ok"] else None
+
+
+def _flagstat_cell(fs, own):
+    n, line = fs
+    if n is None:
+        return f"- ({line})"
+    return f"{n} (agrees)" if n == own else f"{n} (script: {own})"
+
+
+def cmd_pairs(a, mappers):
+    if a.real:
+        return cmd_pairs_real(a, mappers)
+    a.pairs = a.pairs or 20000
+    ref_src = a.ref or ECOLI
+    ref_fa, n_contigs = pairs_reference(a, ref_src)
+    base = re.sub(r"\.(fa|fasta|fna)(\.gz)?$", "", os.path.basename(ref_src))
+    tag = (f"{base}_{'c%d' % a.contigs if a.contigs else 'whole'}_{a.profile}{a.length}"
+           f"_f{a.fragment_mean}-{a.fragment_std}_n{a.pairs}_s{a.seed}")
+    r1, r2, se, truth_sam = mason_pairs(a, ref_fa, tag)
+    truth = pair_truth(truth_sam)
+    n_reads = len(truth)
+    log(f"pairs: {n_reads} reads ({n_reads // 2} pairs), reference {ref_fa} ({n_contigs} contigs)")
+    jobs = pair_jobs(a, mappers)
+    runs = run_pair_jobs(a, jobs, ref_fa, (r1, r2), se, os.path.join(a.workdir, "pairs", tag, "runs"))
+    per, correct_sets, rows, qcols = {}, {}, [], []
+    for label, m, single in jobs:
+        e = runs[label]
+        entry = dict(mode="single-end" if single else "paired", command=m.describe(),
+                     runs=[timing_json(r) for r in e["runs"]], score=None, insert_model=e["insert"])
+        per[label] = entry
+        if not e["sam"]:
+            rows.append([label, entry["mode"], "FAILED"] + [""] * 12)
+            continue
+        s, correct_sets[label] = score_pairs(truth, e["sam"], a.tolerance, single)
+        fs = flagstat_proper(e["sam"])
+        ql = score.mapq_table(s["mapq_hist"], s["wrong_hist"], s["reads"], Q_THRESHOLDS)
+        q20 = score.mapq_table(s["mapq_hist"], s["wrong_hist"], s["reads"], (20,))[0]
+        w = _warm(e)
+        check_summary(entry, s["proper"])
+        entry.update(score=score.strip_hist(s), qlines=ql, flagstat_proper=fs[0], flagstat_line=fs[1],
+                     flagstat_agrees=fs[0] == s["proper"], warm_wall_s=w["wall_s"],
+                     reads_per_s=ratio(n_reads, w["wall_s"]))
+        viol = s["missing"] + s["duplicate"] + s["unknown"]
+        rows.append([label, entry["mode"], s["reads"], pct(s["mapped"], s["reads"]),
+                     pct(s["correct"], s["reads"]), pct(s["pairs_both_correct"], s["pairs"]),
+                     q20["wrong"], score._rate(q20["wrong_rate"]), pct(q20["mapped"], s["reads"]),
+                     pct(s["proper"], s["reads"]) if not single else "-", _flagstat_cell(fs, s["proper"]),
+                     f"{w['wall_s']:.2f}", f"{n_reads / w['wall_s']:,.0f}",
+                     "-" if w.get("others_cores") is None else f"{w['others_cores']:.2f}",
+                     "0" if not viol else
+                     f"{s['missing']} missing, {s['duplicate']} dup, {s['unknown']} unknown"])
+        qcols.append((label, ql))
+    ref_name = os.path.basename(ref_src) + (f" cut into {n_contigs} contigs" if a.contigs else
+                                            f" ({n_contigs} contig{'s' if n_contigs > 1 else ''})")
+    print(f"\n### pairs: {n_reads // 2} Mason pairs (2 x {a.length} bp, fragment {a.fragment_mean} +- "
+          f"{a.fragment_std}, {a.profile} profile, seed {a.seed}), {ref_name}, -t {a.threads}\n")
+    print(md_table(["tool", "mode", "reads", "mapped %", "sensitivity %", "both mates correct, % of pairs",
+                    "wrong MAPQ>=20", "wrong rate MAPQ>=20", "MAPQ>=20 % of reads", "properly paired %",
+                    "flagstat properly paired", "warm wall s", "reads/s", "other load, cores", "violations"],
+                   rows))
+    print(f"\nEvery mate scored on its own: correct = primary on the true contig and strand, start or "
+          f"unclipped start within {a.tolerance} bp of Mason's. Properly paired = mapped primaries with "
+          f"flag 0x2, % of reads (samtools flagstat's count beside it). Times: run {a.runs} of {a.runs} "
+          f"({'warm' if a.runs > 1 else 'cold: use --runs 2'}), indexes built beforehand; reads/s counts "
+          f"both mates; other load = CPU other processes used meanwhile (use --wait-idle on a shared "
+          f"machine).")
+    if qcols:
+        qrows = []
+        for i, q in enumerate(Q_THRESHOLDS):
+            qrows.append([q] + [f"{ql[i]['mapped']} / {ql[i]['wrong']} / {score._rate(ql[i]['wrong_rate'])}"
+                                for _, ql in qcols])
+        print("\nQ-lines (primary alignments with MAPQ >= Q: count / wrong / error rate):\n")
+        print(md_table(["MAPQ >="] + [lb for lb, _ in qcols], qrows))
+    gain_rows = []
+    for label, m, single in jobs:
+        if single and label in correct_sets and m.label in correct_sets:
+            pe_ok, se_ok = correct_sets[m.label], correct_sets[label]
+            sp, ss = per[m.label]["score"], per[label]["score"]
+            qp = per[m.label]["qlines"][Q_THRESHOLDS.index(20)]
+            qs = per[label]["qlines"][Q_THRESHOLDS.index(20)]
+            gain = dict(correct_only_paired=len(pe_ok - se_ok), correct_only_single=len(se_ok - pe_ok),
+                        sensitivity_points=100.0 * (sp["sensitivity"] - ss["sensitivity"]))
+            per[m.label]["pairing_gain"] = gain
+            gain_rows.append([m.label, gain["correct_only_paired"], gain["correct_only_single"],
+                              f"{gain['sensitivity_points']:+.2f}", f"{qp['wrong']} / {qs['wrong']}",
+                              f"{pct(qp['mapped'], n_reads)} / {pct(qs['mapped'], n_reads)}"])
+    if gain_rows:
+        print("\nWhat pairing adds (the same reads mapped as pairs and as single reads):\n")
+        print(md_table(["tool", "correct only as pairs", "correct only single-end", "sensitivity, points",
+                        "wrong MAPQ>=20 paired / single", "MAPQ>=20 % paired / single"], gain_rows))
+    models = [(lb, e["insert_model"]) for lb, e in per.items() if e.get("insert_model")]
+    if models:
+        print("\nInsert-size models reported (stderr of the warm run):\n")
+        for lb, text in models:
+            print(f"* {lb}: {text}")
+    if any(m.kind == "bowtie2" and not any(x in ("-X", "--maxins") or x.startswith("--maxins=")
+                                           for x in m.args) for m in mappers):
+        print(f"\nbowtie2 runs with its default -X 500 (longest concordant fragment): pairs with a longer "
+              f"fragment (about 5 % at {a.fragment_mean} +- {a.fragment_std}) are not properly paired; "
+              f"--bowtie2-args \"-X 1000\" lifts that.")
+    params = dict(ref=os.path.abspath(ref_src), ref_fa=ref_fa, contigs=n_contigs, pairs=n_reads // 2,
+                  length=a.length, profile=a.profile, fragment=[a.fragment_mean, a.fragment_std], seed=a.seed,
+                  runs=a.runs)
+    return dict(subcommand="pairs", params=params,
+                results={tag: dict(reads=n_reads, tools=per)})
+
+
+def cmd_pairs_real(a, mappers):
+    sets = real_sets([s for s in a.sets.split(",") if s] if a.sets else None)
+    if not sets:
+        raise SystemExit(f"eval_alignment: no real read sets under {REAL_DIR}")
+    jobs = pair_jobs(a, mappers)
+    base_label = "bwa" if any(m.label == "bwa" for m in mappers) else mappers[0].label
+    results, rows = {}, []
+    for name, ref_src, f1 in sets:
+        f2 = re.sub(r"_1(\.f(ast)?q(\.gz)?)$", r"_2\1", f1)
+        if not os.path.exists(f2):
+            log(f"pairs: {name}: no read 2 file {f2}, skipped")
+            continue
+        d = os.path.join(a.workdir, "pairs_real", name)
+        os.makedirs(d, exist_ok=True)
+        ref_fa = prepared_ref(ref_src, a.workdir)
+        r1, r2, se = (os.path.join(d, x) for x in ("reads_1.fq", "reads_2.fq", "reads_se.fq"))
+        params = dict(src=[f1, f2], n=a.pairs, version=1)
+        if not cached(d, params, [r1, r2, se]):
+            for src, dst in ((f1, r1), (f2, r2)):
+                recs = simulate.fastq_records(src)
+                if a.pairs:
+                    recs = (x for _, x in zip(range(a.pairs), recs))
+                write_fastq(dst, ((h.split()[0], s, q) for h, s, q in recs))
+            write_single_end(r1, r2, se)
+            save_params(d, params)
+        n = sum(1 for _ in simulate.fastq_records(r1)) * 2
+        runs = run_pair_jobs(a, jobs, ref_fa, (r1, r2), se, os.path.join(d, "runs"))
+        per = {}
+        for label, m, single in jobs:
+            e = runs[label]
+            entry = dict(mode="single-end" if single else "paired", command=m.describe(),
+                         runs=[timing_json(r) for r in e["runs"]], counts=None, insert_model=e["insert"])
+            per[label] = entry
+            if e["sam"]:
+                c = count_pairs(e["sam"], single)
+                fs = flagstat_proper(e["sam"])
+                w = _warm(e)
+                check_summary(entry, c["proper"])
+                entry.update(counts=c, flagstat_proper=fs[0], flagstat_line=fs[1],
+                             flagstat_agrees=fs[0] == c["proper"], warm_wall_s=w["wall_s"])
+        b = per.get(base_label, {}).get("counts")
+        for label, m, single in jobs:
+            e, c = per[label], per[label]["counts"]
+            if c is None:
+                rows.append([name, label, e["mode"], "FAILED"] + [""] * 7)
+                continue
+            dm = dp = "-"
+            if b and label != base_label:
+                dm = f"{100.0 * (c['mapped'] - b['mapped']) / n:+.2f}"
+                if not single:
+                    dp = f"{100.0 * (c['proper'] - b['proper']) / n:+.2f}"
+            note = ("" if c["reads"] == n and not c["duplicate"] else
+                    f" ({c['reads']} primaries, {c['duplicate']} dup)")
+            rows.append([name, label, e["mode"], f"{n}{note}", pct(c["mapped"], n), dm,
+                         pct(c["proper"], n) if not single else "-", dp,
+                         _flagstat_cell((e["flagstat_proper"], e["flagstat_line"]), c["proper"]),
+                         pct(c["mapq20"], n), f"{e['warm_wall_s']:.2f}"])
+        results[name] = dict(reads=n, ref=ref_src, reads_files=[f1, f2], tools=per)
+    print(f"\n### pairs --real: both mates of each set under {REAL_DIR}, mapped as pairs"
+          f"{' (and as single reads: -se)' if any(s for _, _, s in jobs) else ''}, -t {a.threads}\n")
+    print(md_table(["set", "tool", "mode", "reads", "mapped %", f"diff vs {base_label}, points",
+                    "properly paired %", f"diff vs {base_label}, points", "flagstat properly paired",
+                    "MAPQ>=20 %", "warm wall s"], rows))
+    print("\n% of reads (both mates); properly paired = mapped primaries with flag 0x2.")
+    models = [(f"{s} {lb}", e["insert_model"]) for s, r in results.items() for lb, e in r["tools"].items()
+              if e.get("insert_model")]
+    if models:
+        print("\nInsert-size models reported (stderr of the warm run):\n")
+        for lb, text in models:
+            print(f"* {lb}: {text}")
+    return dict(subcommand="pairs", real=True, baseline=base_label, results=results)
+
+
 # ------------------------------------------------------------------ CLI
 
 def main(argv=None):
@@ -1216,7 +1710,8 @@ def main(argv=None):
                         "repeatable")
     g.add_argument("--bwa", default="bwa mem", help="bwa command (default %(default)r)")
     g.add_argument("--bwa-args", default="", help="extra bwa mem arguments, one string")
-    g.add_argument("--tools", help="comma list of labels to run (default: all: pymap, variants, bwa)")
+    g.add_argument("--tools", help="comma list of labels to run (default: all: pymap, variants, bwa; "
+                                   "pairs: bowtie2, minimap2 too)")
     g.add_argument("--tolerance", type=int, default=10,
                    help="placement tolerance in bp (default %(default)s)")
     g.add_argument("--json", help="write the results as JSON here")
@@ -1288,14 +1783,48 @@ def main(argv=None):
                    help="before each run wait until fewer than CORES other cores are busy")
     p.add_argument("--wait-max", type=float, default=120.0)
 
+    p = sub.add_parser("pairs", parents=[common], allow_abbrev=False,
+                       help="Mason pairs (or --real pairs): per-mate sensitivity, properly paired, Q-lines, "
+                            "speed; bowtie2 and minimap2 too")
+    p.add_argument("--pairs", "--reads", dest="pairs", type=int, default=None,
+                   help="pairs to simulate (default 20000); with --real the first N pairs of each set "
+                        "(default all)")
+    p.add_argument("--length", type=int, default=150, help="read length (default %(default)s)")
+    p.add_argument("--fragment-mean", type=int, default=400, help="Mason --fragment-mean-size (default 400)")
+    p.add_argument("--fragment-std", type=int, default=60, help="Mason --fragment-size-std-dev (default 60)")
+    p.add_argument("--profile", choices=sorted(simulate.MASON_PROFILES), default="low",
+                   help="scripts/simulate.py's Mason profile: high = 3x mismatches, 0.1 %% indels "
+                        "(default low)")
+    p.add_argument("--contigs", type=int, default=0,
+                   help="cut the reference into K contigs (split by length over its sequences, as clipping "
+                        "does; default: as it is)")
+    p.add_argument("--gap", type=int, default=2000, help="with --contigs: bases dropped around each cut "
+                                                         "(default %(default)s)")
+    p.add_argument("--peers", default="bowtie2,minimap2",
+                   help="other peers besides bwa, where installed (default %(default)s; 'none')")
+    p.add_argument("--bowtie2-args", default="", help="extra bowtie2 arguments, one string (e.g. '-X 1000')")
+    p.add_argument("--minimap2-args", default="", help="extra minimap2 arguments, one string")
+    p.add_argument("--single", default=None, metavar="LABELS",
+                   help="tools that also map the mates as single reads, labelled LABEL-se (default: the "
+                        "--label run, i.e. pymap; 'none')")
+    p.add_argument("--runs", type=int, default=2,
+                   help="runs per tool; the last is scored and timed (default 2)")
+    p.add_argument("--wait-idle", type=float, default=None, metavar="CORES",
+                   help="before each run wait until fewer than CORES other cores are busy")
+    p.add_argument("--wait-max", type=float, default=120.0)
+    p.add_argument("--real", action="store_true",
+                   help="the real pairs under /work/shared/data/real instead: mapped and properly paired "
+                        "per tool, against bwa")
+    p.add_argument("--sets", default="", help="with --real: comma list of set names (default: all)")
+
     a, extra = ap.parse_known_args(argv)
     a.passthrough = [x for x in extra if x != "--"]
     if a.passthrough:
         log(f"passing to {a.pymap!r}: {' '.join(a.passthrough)}")
     os.makedirs(a.workdir, exist_ok=True)
-    mappers = make_mappers(a)
+    mappers = make_mappers(a, make_peers(a))
     fn = dict(indels=cmd_indels, variants=cmd_variants, clipping=cmd_clipping, real=cmd_real,
-              mason=cmd_mason, speed=cmd_speed)[a.command]
+              mason=cmd_mason, speed=cmd_speed, pairs=cmd_pairs)[a.command]
     t0 = time.time()
     out = fn(a, mappers)
     out.update(tools={m.label: m.describe() for m in mappers}, threads=a.threads,
