@@ -177,8 +177,8 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
             from pymap.mates import read_mate_batches
             batches = read_mate_batches(reads_path, mates_path, options.batch_size)
             model, batches = insert_model(pipe, batches, options)
-            for r1, r2 in batches:
-                writer.write(pipe.map_pairs(r1, r2, model))
+            for r1, r2, hits in batches:
+                writer.write(pipe.map_pairs(r1, r2, model, hits))
                 progress.update(pipe.stats.reads)
         else:
             for batch in read_batches(reads_path, options.batch_size):
@@ -210,22 +210,25 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
 
 
 def insert_model(pipe, batches, options):
-    """(InsertModel, the batches again): options.insert_size when given, else learned from the first
-    MODEL_PAIRS pairs whatever the batch size (the batches read for it are mapped afterwards)."""
+    """(InsertModel, the batches again as (r1, r2, hits or None)): options.insert_size when given,
+    else learned from the first MODEL_PAIRS pairs whatever the batch size (their hits are kept and
+    mapped, not computed twice)."""
     import itertools
 
     from pymap import insert
+    rest = ((r1, r2, None) for r1, r2 in batches)
     if options.insert_size is not None:
-        return options.insert_size, batches
+        return options.insert_size, rest
     held, seen, inserts = [], 0, []
-    for r1, r2 in batches:
-        held.append((r1, r2))
+    for r1, r2, _ in rest:
+        h = pipe.pair_hits_of(r1, r2)
+        held.append((r1, r2, h))
         use = min(len(r1), insert.MODEL_PAIRS - seen)
-        inserts.append(pipe.pair_inserts(r1.subset(np.arange(use)), r2.subset(np.arange(use))))
+        inserts.append(pipe.pair_inserts(h, use))
         seen += use
         if seen >= insert.MODEL_PAIRS:
             break
-    return insert.learn(np.concatenate(inserts) if inserts else []), itertools.chain(held, batches)
+    return insert.learn(np.concatenate(inserts) if inserts else []), itertools.chain(held, rest)
 
 
 def summary_line(st, filt=None):

@@ -321,22 +321,27 @@ class Pipeline:
                 st.unmapped[name] += int((h.reason == code).sum())
         return text.tobytes()
 
-    def pair_inserts(self, r1, r2):
-        """Insert sizes of the pairs whose mates both have one confident hit (MAPQ >= 20), on one
-        contig, in FR orientation: the sample the insert-size model is learned from. Leaves the
-        run's counters alone."""
-        saved = copy.deepcopy(self.stats)
-        h = self.hits(interleave(r1, r2))
-        self.stats = saved
-        n = len(r1)
-        a, b = h.primary[0::2], h.primary[1::2]
-        ok = (a >= 0) & (b >= 0) & (h.mapq[0::2] >= 20) & (h.mapq[1::2] >= 20)
+    def pair_hits_of(self, r1, r2):
+        """Hits of a batch of pairs (interleave: read 2p is mate 1 of pair p), with the pairs' extender."""
+        single = self.extender
+        self.extender = self.pair_extender or single
+        try:
+            return self.hits(interleave(r1, r2))
+        finally:
+            self.extender = single
+
+    @staticmethod
+    def pair_inserts(h, use):
+        """Insert sizes of the first `use` pairs of h whose mates both have one confident hit (MAPQ
+        >= 20), on one contig, in FR orientation: the sample the insert-size model is learned from."""
+        a, b = h.primary[0:2 * use:2], h.primary[1:2 * use:2]
+        ok = (a >= 0) & (b >= 0) & (h.mapq[0:2 * use:2] >= 20) & (h.mapq[1:2 * use:2] >= 20)
         ok[ok] &= (h.ctg[a[ok]] == h.ctg[b[ok]]) & (h.strand[a[ok]] != h.strand[b[ok]])
         i, j = a[ok], b[ok]
         fwd_first = h.strand[i] == 0
         f, r = np.where(fwd_first, i, j), np.where(fwd_first, j, i)
         ins = h.end[r] - h.start[f]
-        return ins[(ins > 0) & (h.start[f] <= h.start[r])] if n else np.zeros(0, np.int64)
+        return ins[(ins > 0) & (h.start[f] <= h.start[r])]
 
     def pair(self, h, model):
         match, unit = max(self.extender.match_score, 1), self.extender.edit_cost
@@ -413,14 +418,14 @@ class Pipeline:
                            np.concatenate([h.aln_strand, chosen.strand]),
                            Alignments.concat(h.aln, aln))
 
-    def map_pairs(self, r1, r2, model):
-        """SAM text for a batch of pairs (mate i of r1 with mate i of r2), mates adjacent, read 1 first."""
-        batch = interleave(r1, r2)
+    def map_pairs(self, r1, r2, model, h=None):
+        """SAM text for a batch of pairs (mate i of r1 with mate i of r2), mates adjacent, read 1 first.
+        h: the batch's pair_hits_of when already computed."""
+        if h is None:
+            h = self.pair_hits_of(r1, r2)
         single = self.extender
-        if self.pair_extender is not None:
-            self.extender = self.pair_extender
+        self.extender = self.pair_extender or single
         try:
-            h = self.hits(batch)
             t = time.perf_counter()
             pick1, pick2, pair_mapq = self.pair(h, model)
             t = self._timed("pair", t)
