@@ -20,13 +20,15 @@ def insert_penalty(insert, mean, std, match):
 
 
 @njit(cache=True, nogil=True)
-def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, keep, n_pairs, mean, std, low, high, match,
-              unit, unpaired_penalty, global_first, seed):
+def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, n_pairs, mean, std, low, high,
+              match, unit, unpaired_penalty, global_first, seed):
     """Hits sorted by read (read 2p is mate 1 of pair p, 2p + 1 mate 2). Per pair: the chosen hit of
     each mate when the best FR pair on one contig with an insert in [low, high] scores more than
     the two mates' best hits less unpaired_penalty; the pair's MAPQ from the margin to the
-    second-best pair. Returns (pick1, pick2, pair_mapq): pick -1 where the pair is not placed as a
-    proper pair (the mates keep their own primaries)."""
+    second-best pair, where a mate's shadow (the same locus aligned at another start: a tandem
+    repeat, which the partner cannot resolve) makes a pair that much worse. Returns (pick1, pick2,
+    pair_mapq): pick -1 where the pair is not placed as a proper pair (the mates keep their own
+    primaries)."""
     nh = h_read.shape[0]
     first = np.empty(2 * n_pairs + 1, np.int64)
     for r in range(2 * n_pairs + 1):
@@ -99,6 +101,9 @@ def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, keep, n_pairs, m
                         pick2[p] = j
                         break
                     seen += 1
+        for k in (pick1[p], pick2[p]):
+            if h_shadow[k] != neg and best - (h_score[k] - h_shadow[k]) > second:
+                second = best - (np.int64(h_score[k]) - h_shadow[k])
         if second == neg:
             q = MAPQ_MAX
         else:

@@ -42,10 +42,16 @@ def select_hits(h_read, h_strand, h_start, h_score, n_reads, read_span, read_flo
 
     Hits of one read and strand whose starts lie within read_span of a better (or equal, earlier)
     one are the same locus and are merged: keep[k] is False for the merged-away ones. Returns
-    (best, n_best, sub, has_sub, mapq, primary, keep); primary[r] = -1 for a read without hits,
-    else one of its n_best equal bests, chosen by a hash of (seed, read number)."""
+    (best, n_best, sub, has_sub, mapq, primary, keep, shadow); primary[r] = -1 for a read without
+    hits, else one of its n_best equal bests, chosen by a hash of (seed, read number); shadow[k] of
+    a kept hit: the best score merged into it from another start (int64 min: none), which counts
+    as a runner-up."""
     nh = h_read.shape[0]
     keep = np.empty(nh, np.bool_)           # every entry is set below
+    # shadow[k] of a kept hit: the best score of the hits merged into it at another start. Distinct
+    # starts within one locus mean the read also aligns shifted (a tandem repeat): a runner-up
+    shadow = np.empty(nh, np.int64)
+    nolow = np.iinfo(np.int64).min
     i = 0
     while i < nh:
         j = i
@@ -60,8 +66,11 @@ def select_hits(h_read, h_strand, h_start, h_score, n_reads, read_span, read_flo
                 b += 1
                 if h_score[b] > h_score[bi]:
                     bi = b
+            shadow[bi] = nolow
             for k in range(a, b + 1):
                 keep[k] = k == bi
+                if h_start[k] != h_start[bi] and h_score[k] > shadow[bi]:
+                    shadow[bi] = h_score[k]
             a = b + 1
         i = j + 1
     # np.empty and loops rather than np.full / np.ones: fewer implementations to compile
@@ -90,7 +99,7 @@ def select_hits(h_read, h_strand, h_start, h_score, n_reads, read_span, read_flo
                 continue
             d = np.int64(h_score[k])
             if nb == 0 or d > b:
-                if nb > 0:
+                if nb > 0 and (not hs or b > s):
                     s = b
                     hs = True
                 b = d
@@ -99,6 +108,9 @@ def select_hits(h_read, h_strand, h_start, h_score, n_reads, read_span, read_flo
                 nb += 1
             elif not hs or d > s:
                 s = d
+                hs = True
+            if shadow[k] != nolow and (not hs or shadow[k] > s):
+                s = shadow[k]
                 hs = True
         if nb > 1:
             s = b
@@ -119,7 +131,7 @@ def select_hits(h_read, h_strand, h_start, h_score, n_reads, read_span, read_flo
                     primary[r] = k
                     break
                 seen += 1
-    return best, n_best, sub, has_sub, mapq, primary, keep
+    return best, n_best, sub, has_sub, mapq, primary, keep, shadow
 
 
 def query_spans(cigar, cigar_offsets, which, strand, length):
@@ -166,7 +178,8 @@ def supplementary_mapq(h_read, h_qbeg, h_qend, h_score, keep, primary, supp, mat
     floor = span * match - (e_part + 1) * unit
     best_other = np.full(n_reads, np.iinfo(np.int64).min, np.int64)
     other = np.flatnonzero(keep)
-    other = other[(supp[h_read[other]] >= 0) & (supp[h_read[other]] != other) & (primary[h_read[other]] != other)]
+    t = supp[h_read[other]]
+    other = other[(t >= 0) & (t != other) & (primary[h_read[other]] != other)]
     t = supp[h_read[other]]
     overlap = np.minimum(h_qend[other], h_qend[t]) - np.maximum(h_qbeg[other], h_qbeg[t])
     shorter = np.minimum(h_qend[other] - h_qbeg[other], h_qend[t] - h_qbeg[t])
@@ -188,7 +201,8 @@ def report_order(h_read, h_score, keep, primary, supplementary, n_reads, max_hit
     Returns (rep_offsets int64[n_reads + 1], rep_hit int64[...])."""
     others = np.flatnonzero(keep)
     others = others[(primary[h_read[others]] != others) & (supplementary[h_read[others]] != others)]
-    others = others[np.lexsort((-h_score[others].astype(np.int64), h_read[others]))]   # stable: ties keep order
+    # lexsort is stable: equal scores keep (strand, start) order
+    others = others[np.lexsort((-h_score[others].astype(np.int64), h_read[others]))]
     o_read = h_read[others]
     o_first = np.searchsorted(o_read, np.arange(n_reads + 1))
     rank = np.arange(others.size) - o_first[o_read]

@@ -214,7 +214,7 @@ class Pipeline:
         h.end = h.start + rlen[hit_aln]
         h.ctg = np.searchsorted(self.ref.offsets, h.start, side="right") - 1
         floor = lengths * match - (maxe + 1) * unit
-        h.best, h.n_best, h.sub, h.has_sub, h.mapq, h.primary, h.keep = select_hits(
+        h.best, h.n_best, h.sub, h.has_sub, h.mapq, h.primary, h.keep, h.shadow = select_hits(
             h.read, h.strand, h.start, h.score, len(batch), maxe, floor, unit, batch.first_index,
             self.opt.seed)
         reason[h.primary >= 0] = 0
@@ -345,8 +345,9 @@ class Pipeline:
 
     def pair(self, h, model):
         match, unit = max(self.extender.match_score, 1), self.extender.edit_cost
-        return pair_hits(h.read, h.strand, h.start, h.end, h.ctg, h.score, h.keep, len(h.batch) // 2,
-                         model.mean, model.std, model.low, model.high, match, unit, UNPAIRED_PENALTY * match,
+        return pair_hits(h.read, h.strand, h.start, h.end, h.ctg, h.score, h.shadow, h.keep,
+                         len(h.batch) // 2, model.mean, model.std, model.low, model.high, match, unit,
+                         UNPAIRED_PENALTY * match,
                          h.batch.first_index // 2, self.opt.seed)
 
     def rescue(self, h, model, proper):
@@ -450,7 +451,8 @@ class Pipeline:
                 aln = copy.copy(h.aln)
                 aln.found = aln.found.copy()
                 aln.found[drop] = False
-                h = self.select(h.batch, h.lengths, h.maxe, h.reason0, h.has_cand, h.aln_read, h.aln_strand, aln)
+                h = self.select(h.batch, h.lengths, h.maxe, h.reason0, h.has_cand, h.aln_read, h.aln_strand,
+                                aln)
                 pick1, pick2, pair_mapq = self.pair(h, model)
         proper = pick1 >= 0
         primary = h.primary.copy()
@@ -493,6 +495,7 @@ class Hits:
     mapq: np.ndarray = None
     primary: np.ndarray = None
     keep: np.ndarray = None
+    shadow: np.ndarray = None       # per kept hit: best score of the same locus at another start
     end: np.ndarray = None          # reference end (exclusive) of each hit
     ctg: np.ndarray = None          # contig of each hit
     reason0: np.ndarray = None      # reasons decided before alignment (Pipeline.read_limits)

@@ -1116,7 +1116,8 @@ def cmd_real(a, mappers):
 # ------------------------------------------------------------------ 5. mason
 
 def mason_set(a, ref_src, length, profile, n, seed):
-    d = os.path.join(a.workdir, "sim", f"mason_{profile}{length}_n{n}_s{seed}")
+    stem = os.path.basename(ref_src).split(".")[0]           # one directory per reference
+    d = os.path.join(a.workdir, "sim", f"mason_{stem}_{profile}{length}_n{n}_s{seed}")
     info_path = os.path.join(d, "simulate.json")
     if os.path.exists(info_path):
         with open(info_path) as fh:

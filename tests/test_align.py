@@ -243,3 +243,22 @@ def test_read_inside_a_tandem_array_is_not_unique(tmp_path):
     rec = next(iter(pysam.AlignmentFile(str(out))))
     assert not rec.is_unmapped and rec.get_tag("NM") == 0
     assert 3000 <= rec.reference_start <= 3120 and rec.mapping_quality == 0
+
+
+@pytest.mark.parametrize("extender", ["affine", "banded"])
+def test_read_with_errors_inside_a_tandem_array_is_not_unique(tmp_path, extender):
+    """A read with two substitutions inside a microsatellite: every shift of the unit scores the
+    same or nearly so, and those placements merge into one locus; they still count as runners-up,
+    so the read does not get a confident MAPQ."""
+    rng = np.random.default_rng(4)
+    unit = "AGAGT"
+    read = list(unit * 30)
+    read[40], read[101] = "C", "C"
+    seq, read = _one_read_ref(tmp_path, rng, lambda s: "".join(read))
+    seq = seq[:3000] + unit * 32 + seq[3000:]        # shifts 0, 5, 10: all within one locus (e = 10)
+    (tmp_path / "r.fa").write_text(">c\n" + seq + "\n")
+    out = tmp_path / "o.sam"
+    _run(tmp_path / "r.fa", tmp_path / "q.fq", out, max_edits=10, extender=extender)
+    rec = next(iter(pysam.AlignmentFile(str(out))))
+    assert not rec.is_unmapped and 3000 <= rec.reference_start <= 3010
+    assert rec.mapping_quality < 20 and rec.has_tag("XS")
