@@ -20,6 +20,20 @@ def insert_penalty(insert, mean, std, match):
 
 
 @njit(cache=True, nogil=True)
+def _pair_score(i, j, h_strand, h_start, h_end, h_ctg, h_score, keep, mean, std, low, high, match):
+    """Score of hits i and j as a proper pair (FR, one contig, insert within [low, high]) less the
+    insert-size penalty; int64 min when they are not one."""
+    neg = np.iinfo(np.int64).min
+    if not keep[i] or not keep[j] or h_ctg[i] != h_ctg[j] or h_strand[i] == h_strand[j]:
+        return neg
+    f, r = (i, j) if h_strand[i] == 0 else (j, i)
+    ins = h_end[r] - h_start[f]
+    if ins < low or ins > high:
+        return neg
+    return np.int64(h_score[i]) + np.int64(h_score[j]) - insert_penalty(ins, mean, std, match)
+
+
+@njit(cache=True, nogil=True)
 def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, n_pairs, mean, std, low, high,
               match, unit, unpaired_penalty, global_first, seed):
     """Hits sorted by read (read 2p is mate 1 of pair p, 2p + 1 mate 2). Per pair: the chosen hit of
@@ -59,16 +73,11 @@ def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, 
         second = neg
         n_best = 0
         for i in range(a0, a1):
-            if not keep[i]:
-                continue
             for j in range(b0, b1):
-                if not keep[j] or h_ctg[i] != h_ctg[j] or h_strand[i] == h_strand[j]:
+                s = _pair_score(i, j, h_strand, h_start, h_end, h_ctg, h_score, keep, mean, std, low, high,
+                                match)
+                if s == neg:
                     continue
-                f, r = (i, j) if h_strand[i] == 0 else (j, i)
-                ins = h_end[r] - h_start[f]
-                if ins < low or ins > high:
-                    continue
-                s = np.int64(h_score[i]) + np.int64(h_score[j]) - insert_penalty(ins, mean, std, match)
                 if s > best:
                     second = best
                     best = s
@@ -85,16 +94,11 @@ def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, 
                         % np.uint64(n_best))
         seen = 0
         for i in range(a0, a1):
-            if not keep[i] or pick1[p] >= 0:
-                continue
+            if pick1[p] >= 0:
+                break
             for j in range(b0, b1):
-                if not keep[j] or h_ctg[i] != h_ctg[j] or h_strand[i] == h_strand[j]:
-                    continue
-                f, r = (i, j) if h_strand[i] == 0 else (j, i)
-                ins = h_end[r] - h_start[f]
-                if ins < low or ins > high:
-                    continue
-                s = np.int64(h_score[i]) + np.int64(h_score[j]) - insert_penalty(ins, mean, std, match)
+                s = _pair_score(i, j, h_strand, h_start, h_end, h_ctg, h_score, keep, mean, std, low, high,
+                                match)
                 if s == best:
                     if seen == pick:
                         pick1[p] = i
