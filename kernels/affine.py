@@ -126,7 +126,7 @@ def _band_limits(L, pos, lo, hi, w):
 
 
 @njit(cache=True, nogil=True)
-def _align_one(read, ra, L, ref, pos, lo, hi, w, P, H, F, G, X, GC, Y, dirs, rev, out):
+def _align_one(read, ra, L, ref, pos, lo, hi, w, P, min_score, H, F, G, X, GC, Y, dirs, rev, out):
     """One candidate. Scratch: H, F (>= B + 1 int32), G, X, GC, Y (>= B int32), dirs (>= (L + 1) * B
     uint8), rev (>= 2L + 1 uint32). The CIGAR is written to out[0:nops] (capacity >= 2L + 3).
     Returns (score, ref_start, ref_end, clip_left, clip_right, nm, nops)."""
@@ -149,7 +149,7 @@ def _align_one(read, ra, L, ref, pos, lo, hi, w, P, H, F, G, X, GC, Y, dirs, rev
     scl = -(4 * P[P_CLIP_L] + 1)
     pcr = 4 * P[P_CLIP_R] + 1
     slack = 4 * (P[P_CLIP_L] + P[P_CLIP_R]) + 2
-    min4 = 4 * P[P_MIN]
+    min4 = 4 * min_score
     for k in range(B + 1):
         H[k] = _NEG
         F[k] = _NEG
@@ -332,7 +332,7 @@ def _align_one(read, ra, L, ref, pos, lo, hi, w, P, H, F, G, X, GC, Y, dirs, rev
     lc = 1 if cl > 0 else 0
     rc = 1 if cr > 0 else 0
     raw = (best - scl * lc + pcr * rc) >> 2
-    if raw < P[P_MIN]:
+    if raw < min_score:
         return none
     nops = 0
     if cl > 0:
@@ -370,7 +370,7 @@ def _chunk(n):
 
 
 @njit(cache=True, nogil=True)
-def _ungapped(read, ra, L, ref, pos, lo, hi, w, P):
+def _ungapped(read, ra, L, ref, pos, lo, hi, w, P, min_score):
     """(score, NM) of the alignment along the candidate's own diagonal, without gaps or clips, when
     it is provably the DP's answer, else (NO_SCORE, -1): no N in read or segment, at most one
     mismatch, and nothing else in the band can score as much (a gap costs more than a mismatch, a
@@ -393,7 +393,7 @@ def _ungapped(read, ra, L, ref, pos, lo, hi, w, P):
                 return np.int64(NO_SCORE), np.int64(-1)
     gap_min = min(P[P_OPEN_DEL] + P[P_EXT_DEL], P[P_OPEN_INS] + P[P_EXT_INS] + a)
     score = L * a - m * (a + b)
-    if score < P[P_MIN] or gap_min <= m * (a + b):
+    if score < min_score or gap_min <= m * (a + b):
         return np.int64(NO_SCORE), np.int64(-1)
     if m == 1:
         if P[P_CLIP_L] <= b or P[P_CLIP_R] <= b:
@@ -419,7 +419,7 @@ def _ungapped(read, ra, L, ref, pos, lo, hi, w, P):
 
 
 @njit(cache=True, nogil=True)
-def _one(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band, P,
+def _one(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P,
          H, F, G, X, GC, Y, dirs, rev, out, i):
     r = c_read[i]
     ra = np.int64(read_offsets[r])
@@ -427,17 +427,17 @@ def _one(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos,
     read = rc_codes if c_strand[i] != 0 else read_codes
     pos = np.int64(c_pos[i])
     score, nm = _ungapped(read, ra, L, ref_codes, pos, np.int64(c_lo[i]), np.int64(c_hi[i]),
-                          np.int64(c_band[i]), P)
+                          np.int64(c_band[i]), P, c_min[i])
     if score != NO_SCORE:
         out[0] = np.uint32((L << 4) | OP_M)
         return np.int64(score), pos, pos + L, np.int64(0), np.int64(0), np.int64(nm), np.int64(1)
     return _align_one(read, ra, L, ref_codes, np.int64(c_pos[i]), np.int64(c_lo[i]), np.int64(c_hi[i]),
-                      np.int64(c_band[i]), P, H, F, G, X, GC, Y, dirs, rev, out)
+                      np.int64(c_band[i]), P, c_min[i], H, F, G, X, GC, Y, dirs, rev, out)
 
 
 @njit(parallel=True, cache=True, nogil=True)
 def _affine_batch(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band,
-                  P, want_cigar):
+                  c_min, P, want_cigar):
     n = c_read.shape[0]
     score = np.full(n, NO_SCORE, np.int32)
     rstart = np.full(n, -1, np.int64)
@@ -463,7 +463,7 @@ def _affine_batch(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_stran
         out = np.empty(2 * maxl + 3, np.uint32)
         for i in range(ch * cs, min(n, (ch + 1) * cs)):
             s, a, b, x, y, z, k = _one(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos,
-                                       c_lo, c_hi, c_band, P, H, F, G, X, GC, Y, dirs, rev, out, i)
+                                       c_lo, c_hi, c_band, c_min, P, H, F, G, X, GC, Y, dirs, rev, out, i)
             score[i] = s
             rstart[i] = a
             rend[i] = b
@@ -497,7 +497,7 @@ def _affine_batch(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_stran
         for i in range(n):
             if nops[i] > slot:
                 k = _one(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi,
-                         c_band, P, H, F, G, X, GC, Y, dirs, rev, out, i)[6]
+                         c_band, c_min, P, H, F, G, X, GC, Y, dirs, rev, out, i)[6]
                 for t in range(k):
                     cigar[offsets[i] + t] = out[t]
     return score, rstart, rend, qcl, qcr, nm, cigar, offsets
@@ -512,24 +512,32 @@ def _prep(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos
             i64(c_pos), i64(c_lo), i64(c_hi), np.ascontiguousarray(c_band, np.int32))
 
 
+def _min_scores(P, n, min_score):
+    """Per-candidate minimum scores: the params' own, raised where min_score (int64[n]) is higher."""
+    base = np.full(n, P[P_MIN], np.int64)
+    return base if min_score is None else np.maximum(base, np.asarray(min_score, np.int64))
+
+
 def affine_align(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band,
-                 params=None):
+                 params=None, min_score=None):
     """Align a batch of candidates (arrays as kernels.banded.banded_align; c_band = w).
 
     params: make_params(...) vector (default bwa-mem: 1, 4, 6, 1, 6, 1, clip 5/5, N -1, min 1).
+    min_score: optional int64[n], a higher minimum for some candidates (their DP stops early once
+    it cannot be reached; they are then "no alignment").
     Returns (score int32[n], ref_start int64[n], ref_end int64[n], clip_left int32[n],
     clip_right int32[n], nm int32[n], cigar uint32[], cigar_offsets int64[n + 1]); candidate i's
     CIGAR is cigar[cigar_offsets[i]:cigar_offsets[i+1]]; ref_start < 0 means no alignment."""
     P = make_params() if params is None else np.ascontiguousarray(params, np.int64)
-    return _affine_batch(*_prep(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo,
-                                c_hi, c_band), P, True)
+    args = _prep(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band)
+    return _affine_batch(*args, _min_scores(P, args[4].shape[0], min_score), P, True)
 
 
 def affine_scores(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band,
-                  params=None):
+                  params=None, min_score=None):
     """Same as affine_align without the CIGAR (identical values, no CIGAR memory):
     (score, ref_start, ref_end, clip_left, clip_right, nm). Not faster: the traceback that finds the
     start costs about 5 % of a candidate and the traceback bits are written either way."""
     P = make_params() if params is None else np.ascontiguousarray(params, np.int64)
-    return _affine_batch(*_prep(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo,
-                                c_hi, c_band), P, False)[:6]
+    args = _prep(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band)
+    return _affine_batch(*args, _min_scores(P, args[4].shape[0], min_score), P, False)[:6]

@@ -89,6 +89,8 @@ class CandidateBatch:
     candidate's diagonal). `lo[i]`, `hi[i]` bound its contig: nothing outside [lo, hi) is reference.
     `max_edits[i]` is the threshold the stage must honour for that candidate: a filter must not
     reject a pair whose global edit distance is within it, an extender reports alignments within it.
+    `min_score[i]` (optional, scoring extenders): the mapper needs no alignment scoring below it, so
+    an extender may stop early and report none (it may also ignore it).
 
     reads: the ReadBatch (codes, rc_codes, offsets), ref_codes: the reference's mapping codes.
     """
@@ -100,6 +102,7 @@ class CandidateBatch:
     lo: np.ndarray          # int64
     hi: np.ndarray          # int64
     max_edits: np.ndarray   # int32
+    min_score: np.ndarray = None    # int64 or None: a scoring extender may report nothing below it
 
     def __post_init__(self):
         self.reads.with_rc()
@@ -132,7 +135,8 @@ class CandidateBatch:
 
     def take(self, index):
         return CandidateBatch(self.reads, self.ref_codes, self.read[index], self.strand[index], self.pos[index],
-                              self.lo[index], self.hi[index], self.max_edits[index])
+                              self.lo[index], self.hi[index], self.max_edits[index],
+                              None if self.min_score is None else self.min_score[index])
 
     def with_max_edits(self, max_edits):
         return CandidateBatch(self.reads, self.ref_codes, self.read, self.strand, self.pos, self.lo, self.hi,

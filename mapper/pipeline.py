@@ -139,15 +139,24 @@ class Pipeline:
         check_alignments(self.extender, cands, aln, True)
         return aln
 
-    def align(self, cands, accept, good_score):
+    def align(self, cands, accept, estimate, good_score, floor, prune=True):
         """Extend the accepted candidates; then, for a scoring extender, also the rejected candidates
         of reads whose best alignment scores below good_score[read] (what e mismatches leave) or
         leaves MIN_ALIGNED or more bases clipped. The filter compares the whole read with an
         equal-length segment: it rejects a read that needs clipping (an adapter, a junk tail, a
         contig end) at its true locus, and the other part of a chimera, which clipped alignments
-        may still win or report. Returns (candidate index, Alignments) of everything extended."""
+        may still win or report. Returns (candidate index, Alignments) of everything extended.
+
+        prune (single reads, scoring extenders): each read's candidate with the smallest filter
+        estimate is extended first; when it gives an unclipped alignment of score S at least
+        floor + 4 units, the read's other candidates need only reach S - PRUNE_UNITS units (the
+        extender may stop early below that): a runner-up further down would leave MAPQ at 60 and no
+        supplementary alignment is possible, so only XS can change."""
         idx = np.flatnonzero(accept)
-        aln = self.extend(cands.take(idx))
+        if self.extender.scoring == "edits" or not prune or idx.size == 0:
+            aln = self.extend(cands.take(idx))
+        else:
+            idx, aln = self._extend_pruned(cands, idx, estimate, floor)
         if self.extender.scoring == "edits" or accept.all():
             return idx, aln
         n_reads = len(cands.reads)
@@ -168,8 +177,9 @@ class Pipeline:
             return idx, aln
         return np.concatenate([idx, rescue]), Alignments.concat(aln, self.extend(cands.take(rescue)))
 
-    def hits(self, batch):
-        """Seed, filter, extend and select for every read of a batch (Hits, see there)."""
+    def hits(self, batch, prune=True):
+        """Seed, filter, extend and select for every read of a batch (Hits, see there); prune: see
+        align (off for pairs, whose pairing may need a read's lesser hits)."""
         st = self.stats
         t = time.perf_counter()
         batch.with_rc()
@@ -182,13 +192,14 @@ class Pipeline:
         st.candidates += len(cands)
         t = self._timed("seed", t)
 
-        accept = self.filter(cands)
+        accept, estimate = self.filter(cands, estimates=True)
         st.accepted += int(accept.sum())
         t = self._timed("filter", t)
 
         # score scale: 0 / 1 for the edit-distance extenders (score = -edits)
         match, unit = self.extender.match_score, self.extender.edit_cost
-        ext_idx, aln = self.align(cands, accept, lengths * match - maxe * unit)
+        ext_idx, aln = self.align(cands, accept, estimate, lengths * match - maxe * unit,
+                                  lengths * match - (maxe + 1) * unit, prune)
         t = self._timed("extend", t)
 
         st.aligned += int(aln.found.sum())
@@ -237,6 +248,29 @@ class Pipeline:
             supp_mapq = supplementary_mapq(h.read, qbeg, qend, h.score, h.keep, primary, supp,
                                            ext.match_score, ext.edit_cost, h.maxe, h.lengths)
         return supp, supp_mapq
+
+    def _extend_pruned(self, cands, idx, estimate, floor):
+        """(candidate index, Alignments) of the accepted candidates idx, extended in two rounds (align)."""
+        unit = self.extender.edit_cost
+        est = np.where(estimate[idx] >= 0, estimate[idx], np.iinfo(np.int32).max)
+        order = np.lexsort((idx, est, cands.read[idx]))
+        lead = np.ones(order.size, np.bool_)
+        lead[1:] = cands.read[idx[order[1:]]] != cands.read[idx[order[:-1]]]
+        first, rest = np.sort(idx[order[lead]]), np.sort(idx[order[~lead]])
+        aln1 = self.extend(cands.take(first))
+        if rest.size == 0:
+            return first, aln1
+        length = cands.reads.lengths.astype(np.int64)
+        ok = np.flatnonzero(aln1.found)
+        reads = cands.read[first[ok]]
+        qbeg, qend = query_spans(aln1.cigar, aln1.cigar_offsets, ok, cands.strand[first[ok]], length[reads])
+        strong = (qend - qbeg == length[reads]) & (aln1.score[ok] >= floor[reads] + 4 * unit)
+        bar = np.full(len(cands.reads), np.iinfo(np.int64).min // 2, np.int64)
+        bar[reads[strong]] = aln1.score[ok[strong]].astype(np.int64) - PRUNE_UNITS * unit
+        sub = cands.take(rest)
+        sub.min_score = bar[sub.read]
+        aln2 = self.extend(sub)
+        return np.concatenate([first, rest]), Alignments.concat(aln1, aln2)
 
     def map_batch(self, batch):
         """SAM text (bytes) for a batch, every read exactly once as primary or unmapped."""
@@ -326,7 +360,7 @@ class Pipeline:
         single = self.extender
         self.extender = self.pair_extender or single
         try:
-            return self.hits(interleave(r1, r2))
+            return self.hits(interleave(r1, r2), prune=False)
         finally:
             self.extender = single
 
@@ -469,6 +503,9 @@ class Pipeline:
         supp, supp_mapq = self.supplementary(h, primary)
         return self.write(h, primary, mapq, supp, supp_mapq, pairs=proper)
 
+
+#: a read's further candidates need only reach its first strong alignment's score less this many units
+PRUNE_UNITS = 6
 
 #: what placing two mates apart (not as a proper pair) costs, in matches (bwa mem -U 17)
 UNPAIRED_PENALTY = 17

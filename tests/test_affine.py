@@ -644,3 +644,32 @@ def test_negative_band_and_empty_batch():
 def test_params_validation():
     with pytest.raises(ValueError):
         ka.make_params(mismatch=-4)
+
+
+def test_per_candidate_minimum_score():
+    """min_score per candidate gives, candidate by candidate, what a run with that minimum in the
+    parameters gives (the mapper raises it for a read's further candidates once one scores well)."""
+    rng = np.random.default_rng(9)
+    ref, items = simulate(rng, 120)
+    P = ka.make_params()
+    mins = rng.choice([1, 25, 40, 60], len(items)).astype(np.int64)
+    reads = []
+    for it in items:
+        r = np.asarray(it[0], np.uint8)
+        if it[2]:
+            r = reverse_complement_batch(r, np.array([0, r.size], np.int64))
+        reads.append(r)
+    off = np.zeros(len(reads) + 1, np.int64)
+    off[1:] = np.cumsum([r.size for r in reads])
+    rc = np.concatenate(reads)
+    args = (rc, reverse_complement_batch(rc, off), off, ref, np.arange(len(items), dtype=np.int32),
+            np.array([it[2] for it in items], np.int8), np.array([it[3] for it in items], np.int64),
+            np.array([it[4] for it in items], np.int64), np.array([it[5] for it in items], np.int64),
+            np.array([it[6] for it in items], np.int32))
+    got = ka.affine_align(*args, params=P, min_score=mins)
+    for m in np.unique(mins):
+        exp = ka.affine_align(*args, params=ka.make_params(min_score=int(m)))
+        sel = np.flatnonzero(mins == m)
+        for a, b in zip(got[:6], exp[:6]):
+            assert np.array_equal(a[sel], b[sel])
+    assert (got[1] < 0).sum() > (ka.affine_align(*args, params=P)[1] < 0).sum()

@@ -51,9 +51,10 @@ class AffineExtender(Extender):
         from pymap.kernels.affine import affine_align, affine_scores
         args = cands.arrays()[:-1] + (cands.band(self.band),)
         if traceback:
-            score, start, _, _, _, nm, cigar, offsets = affine_align(*args, params=self.params)
+            score, start, _, _, _, nm, cigar, offsets = affine_align(*args, params=self.params,
+                                                                     min_score=cands.min_score)
         else:
-            score, start, _, _, _, nm = affine_scores(*args, params=self.params)
+            score, start, _, _, _, nm = affine_scores(*args, params=self.params, min_score=cands.min_score)
             cigar = offsets = None
         return Alignments(found=start >= 0, score=score, edits=nm, start=start, cigar=cigar,
                           cigar_offsets=offsets)
