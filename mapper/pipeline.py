@@ -139,7 +139,7 @@ class Pipeline:
         check_alignments(self.extender, cands, aln, True)
         return aln
 
-    def align(self, cands, accept, estimate, good_score, floor, prune=True):
+    def align(self, cands, accept, estimate, good_score, floor, pairs=False):
         """Extend the accepted candidates; then, for a scoring extender, also the rejected candidates
         of reads whose best alignment scores below good_score[read] (what e mismatches leave) or
         leaves MIN_ALIGNED or more bases clipped. The filter compares the whole read with an
@@ -147,16 +147,21 @@ class Pipeline:
         contig end) at its true locus, and the other part of a chimera, which clipped alignments
         may still win or report. Returns (candidate index, Alignments) of everything extended.
 
-        prune (single reads, scoring extenders): each read's candidate with the smallest filter
-        estimate is extended first; when it gives an unclipped alignment of score S at least
-        floor + 4 units, the read's other candidates need only reach S - PRUNE_UNITS units (the
-        extender may stop early below that): a runner-up further down would leave MAPQ at 60 and no
-        supplementary alignment is possible, so only XS can change."""
+        Pruning (scoring extenders): each read's candidate with the smallest filter estimate is
+        extended first; when it gives an unclipped alignment of score S at least floor + 4 units,
+        the read's other candidates need only reach S - PRUNE_UNITS units (the extender may stop
+        early below that): a runner-up further down would leave MAPQ at 60 and no supplementary
+        alignment is possible, so only XS can change. For mates (pairs) the bar is lower by the
+        unpaired penalty: a hit that far below its mate's best can neither be chosen for a pair
+        nor come near the best pair's score."""
         idx = np.flatnonzero(accept)
-        if self.extender.scoring == "edits" or not prune or idx.size == 0:
+        if self.extender.scoring == "edits" or idx.size == 0:
             aln = self.extend(cands.take(idx))
         else:
-            idx, aln = self._extend_pruned(cands, idx, estimate, floor)
+            margin = PRUNE_UNITS * self.extender.edit_cost
+            if pairs:
+                margin += UNPAIRED_PENALTY * max(self.extender.match_score, 1)
+            idx, aln = self._extend_pruned(cands, idx, estimate, floor, margin)
         if self.extender.scoring == "edits" or accept.all():
             return idx, aln
         n_reads = len(cands.reads)
@@ -177,9 +182,9 @@ class Pipeline:
             return idx, aln
         return np.concatenate([idx, rescue]), Alignments.concat(aln, self.extend(cands.take(rescue)))
 
-    def hits(self, batch, prune=True):
-        """Seed, filter, extend and select for every read of a batch (Hits, see there); prune: see
-        align (off for pairs, whose pairing may need a read's lesser hits)."""
+    def hits(self, batch, pairs=False):
+        """Seed, filter, extend and select for every read of a batch (Hits, see there); pairs: the
+        reads are mates (see align)."""
         st = self.stats
         t = time.perf_counter()
         batch.with_rc()
@@ -199,7 +204,7 @@ class Pipeline:
         # score scale: 0 / 1 for the edit-distance extenders (score = -edits)
         match, unit = self.extender.match_score, self.extender.edit_cost
         ext_idx, aln = self.align(cands, accept, estimate, lengths * match - maxe * unit,
-                                  lengths * match - (maxe + 1) * unit, prune)
+                                  lengths * match - (maxe + 1) * unit, pairs)
         t = self._timed("extend", t)
 
         st.aligned += int(aln.found.sum())
@@ -249,7 +254,7 @@ class Pipeline:
                                            ext.match_score, ext.edit_cost, h.maxe, h.lengths)
         return supp, supp_mapq
 
-    def _extend_pruned(self, cands, idx, estimate, floor):
+    def _extend_pruned(self, cands, idx, estimate, floor, margin):
         """(candidate index, Alignments) of the accepted candidates idx, extended in two rounds (align)."""
         unit = self.extender.edit_cost
         est = np.where(estimate[idx] >= 0, estimate[idx], np.iinfo(np.int32).max)
@@ -266,7 +271,7 @@ class Pipeline:
         qbeg, qend = query_spans(aln1.cigar, aln1.cigar_offsets, ok, cands.strand[first[ok]], length[reads])
         strong = (qend - qbeg == length[reads]) & (aln1.score[ok] >= floor[reads] + 4 * unit)
         bar = np.full(len(cands.reads), np.iinfo(np.int64).min // 2, np.int64)
-        bar[reads[strong]] = aln1.score[ok[strong]].astype(np.int64) - PRUNE_UNITS * unit
+        bar[reads[strong]] = aln1.score[ok[strong]].astype(np.int64) - margin
         sub = cands.take(rest)
         sub.min_score = bar[sub.read]
         aln2 = self.extend(sub)
@@ -360,7 +365,7 @@ class Pipeline:
         single = self.extender
         self.extender = self.pair_extender or single
         try:
-            return self.hits(interleave(r1, r2), prune=False)
+            return self.hits(interleave(r1, r2), pairs=True)
         finally:
             self.extender = single
 
