@@ -6,7 +6,10 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 tar -xJf .gpu/site.tar.xz -C /tmp
-export PYTHONPATH=/tmp/site:$PWD CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PYTHONUNBUFFERED=1
+# the installed layout of the one pymap namespace (pyproject's package-dir), without pip
+rm -rf /tmp/pkg && mkdir -p /tmp/pkg && cp -r mapper /tmp/pkg/pymap && cp -r filters /tmp/pkg/pymap/filters \
+  && cp -r kernels /tmp/pkg/pymap/kernels
+export PYTHONPATH=/tmp/site:/tmp/pkg CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PYTHONUNBUFFERED=1
 python3 scripts/gpu/register.py /tmp/site >/dev/null
 steps=${*:-tests bench ncu map}
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv | tee "$OUT/gpu.txt"
@@ -44,7 +47,7 @@ for step in $steps; do
     done ;;
   map)
     mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
-    python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n 2000000 -L 150 --seed 3 -o /tmp/map/r150.fq
+    python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-2000000} -L 150 --seed 3 -o /tmp/map/r150.fq
     python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
     TIMEFORMAT="%R s wall, %U s user"
     for dev in cpu gpu cpu gpu; do
