@@ -365,6 +365,15 @@ def _scratch_dims(read_offsets, c_read, c_pos, c_lo, c_hi, c_band):
 
 
 @njit(cache=True, nogil=True)
+def _scratch(maxl, maxb):
+    """One thread's scratch for _align_one: H, F, G, X, GC, Y, dirs, rev, out."""
+    return (np.empty(maxb + 1, np.int32), np.empty(maxb + 1, np.int32), np.empty(maxb, np.int32),
+            np.empty(maxb, np.int32), np.empty(maxb, np.int32), np.empty(maxb, np.int32),
+            np.empty((maxl + 1) * maxb, np.uint8), np.empty(2 * maxl + 1, np.uint32),
+            np.empty(2 * maxl + 3, np.uint32))
+
+
+@njit(cache=True, nogil=True)
 def _chunk(n):
     return max(1, min(_CHUNK, n // 32))
 
@@ -452,15 +461,7 @@ def _affine_batch(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_stran
     cs = _chunk(n)
     nch = (n + cs - 1) // cs
     for ch in prange(nch):
-        H = np.empty(maxb + 1, np.int32)
-        F = np.empty(maxb + 1, np.int32)
-        G = np.empty(maxb, np.int32)
-        X = np.empty(maxb, np.int32)
-        GC = np.empty(maxb, np.int32)
-        Y = np.empty(maxb, np.int32)
-        dirs = np.empty((maxl + 1) * maxb, np.uint8)
-        rev = np.empty(2 * maxl + 1, np.uint32)
-        out = np.empty(2 * maxl + 3, np.uint32)
+        H, F, G, X, GC, Y, dirs, rev, out = _scratch(maxl, maxb)
         for i in range(ch * cs, min(n, (ch + 1) * cs)):
             s, a, b, x, y, z, k = _one(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos,
                                        c_lo, c_hi, c_band, c_min, P, H, F, G, X, GC, Y, dirs, rev, out, i)
@@ -485,15 +486,7 @@ def _affine_batch(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_stran
             for t in range(offsets[i + 1] - o):
                 cigar[o + t] = tmp[i * slot + t]
     if want_cigar:                       # long CIGARs: recompute (deterministic) straight into place
-        H = np.empty(maxb + 1, np.int32)
-        F = np.empty(maxb + 1, np.int32)
-        G = np.empty(maxb, np.int32)
-        X = np.empty(maxb, np.int32)
-        GC = np.empty(maxb, np.int32)
-        Y = np.empty(maxb, np.int32)
-        dirs = np.empty((maxl + 1) * maxb, np.uint8)
-        rev = np.empty(2 * maxl + 1, np.uint32)
-        out = np.empty(2 * maxl + 3, np.uint32)
+        H, F, G, X, GC, Y, dirs, rev, out = _scratch(maxl, maxb)
         for i in range(n):
             if nops[i] > slot:
                 k = _one(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi,

@@ -32,6 +32,29 @@ def encode_ascii(ascii_bytes):
 
 
 @njit(cache=True, nogil=True)
+def load_pair(reads, refs, i, rd, rf, compare):
+    """Row i of an ASCII pair (reads, refs: (n, L) uint8) into rd, rf for a filter kernel. compare:
+    the bytes as they are (an N compares like a base, as the authors' programs do); otherwise
+    mapping codes, and True is returned when either side holds an N (the pair is undefined)."""
+    L = rd.shape[0]
+    undefined = False
+    if compare:
+        for p in range(L):
+            rd[p] = reads[i, p]
+            rf[p] = refs[i, p]
+        return undefined
+    table = ASCII_TO_CODE
+    for p in range(L):
+        a = table[reads[i, p]]
+        b = table[refs[i, p]]
+        rd[p] = a
+        rf[p] = b
+        if a == N_CODE or b == N_CODE:
+            undefined = True
+    return undefined
+
+
+@njit(cache=True, nogil=True)
 def reverse_complement_batch(codes, offsets):
     """Reverse-complement every sequence of a concatenated batch (same offsets)."""
     out = np.empty_like(codes)

@@ -34,7 +34,7 @@ Inputs are ASCII. Two ways to treat characters, chosen per call by the runtime f
 import numpy as np
 from numba import njit, prange
 
-from pymap.kernels.encoding import ASCII_TO_CODE, N_CODE
+from pymap.kernels.encoding import load_pair
 
 UNDEFINED = -2
 REJECTED = -1
@@ -168,7 +168,6 @@ def shouji_batch(reads, refs, max_edits, window, compare):
     if e_rows < 0:
         e_rows = 0
     rows = 2 * e_rows + 1
-    table = ASCII_TO_CODE
     n_chunks = (n + _CHUNK - 1) // _CHUNK
     for c in prange(n_chunks):
         mask = np.empty((rows, L), np.uint8)
@@ -178,20 +177,7 @@ def shouji_batch(reads, refs, max_edits, window, compare):
         rf = np.empty(L, np.uint8)
         hi = min(n, (c + 1) * _CHUNK)
         for i in range(c * _CHUNK, hi):
-            undefined = False
-            if compare:
-                for p in range(L):
-                    rd[p] = reads[i, p]
-                    rf[p] = refs[i, p]
-            else:
-                for p in range(L):
-                    a = table[reads[i, p]]
-                    b = table[refs[i, p]]
-                    rd[p] = a
-                    rf[p] = b
-                    if a == N_CODE or b == N_CODE:
-                        undefined = True
-            if undefined:
+            if load_pair(reads, refs, i, rd, rf, compare):
                 accept[i] = True
                 estimate[i] = UNDEFINED
                 continue

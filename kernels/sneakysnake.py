@@ -30,7 +30,7 @@ input.
 import numpy as np
 from numba import njit, prange
 
-from pymap.kernels.encoding import ASCII_TO_CODE, N_CODE
+from pymap.kernels.encoding import load_pair
 
 UNDEFINED = -2
 REJECTED = -1
@@ -111,27 +111,13 @@ def sneakysnake_batch(reads, refs, max_edits, kmer_size, iterations, compare):
         accept[:] = True
         estimate[:] = 0
         return accept, estimate
-    table = ASCII_TO_CODE
     n_chunks = (n + _CHUNK - 1) // _CHUNK
     for c in prange(n_chunks):
         rd = np.empty(L, np.uint8)
         rf = np.empty(L, np.uint8)
         hi = min(n, (c + 1) * _CHUNK)
         for i in range(c * _CHUNK, hi):
-            undefined = False
-            if compare:
-                for p in range(L):
-                    rd[p] = reads[i, p]
-                    rf[p] = refs[i, p]
-            else:
-                for p in range(L):
-                    a = table[reads[i, p]]
-                    b = table[refs[i, p]]
-                    rd[p] = a
-                    rf[p] = b
-                    if a == N_CODE or b == N_CODE:
-                        undefined = True
-            if undefined:
+            if load_pair(reads, refs, i, rd, rf, compare):
                 accept[i] = True
                 estimate[i] = UNDEFINED
                 continue

@@ -133,10 +133,12 @@ class Pipeline:
                                       f"{len(cands)} candidates")
         return (accept, np.asarray(est, np.int64)) if estimates else accept
 
-    def extend(self, cands):
-        """The extender's Alignments with CIGARs, checked against the contract."""
-        aln = self.extender.extend(cands, traceback=True)
-        check_alignments(self.extender, cands, aln, True)
+    def extend(self, cands, pairs=False):
+        """The extender's Alignments with CIGARs, checked against the contract; for mates (pairs)
+        the pairs' instance, which reports down to a lower score."""
+        ext = self.pair_extender if pairs and self.pair_extender is not None else self.extender
+        aln = ext.extend(cands, traceback=True)
+        check_alignments(ext, cands, aln, True)
         return aln
 
     def align(self, cands, accept, estimate, good_score, floor, pairs=False):
@@ -156,12 +158,12 @@ class Pipeline:
         nor come near the best pair's score."""
         idx = np.flatnonzero(accept)
         if self.extender.scoring == "edits" or idx.size == 0:
-            aln = self.extend(cands.take(idx))
+            aln = self.extend(cands.take(idx), pairs)
         else:
             margin = PRUNE_UNITS * self.extender.edit_cost
             if pairs:
                 margin += UNPAIRED_PENALTY * max(self.extender.match_score, 1)
-            idx, aln = self._extend_pruned(cands, idx, estimate, floor, margin)
+            idx, aln = self._extend_pruned(cands, idx, estimate, floor, margin, pairs)
         if self.extender.scoring == "edits" or accept.all():
             return idx, aln
         n_reads = len(cands.reads)
@@ -180,7 +182,7 @@ class Pipeline:
         self.stats.rescued += rescue.size
         if rescue.size == 0:
             return idx, aln
-        return np.concatenate([idx, rescue]), Alignments.concat(aln, self.extend(cands.take(rescue)))
+        return np.concatenate([idx, rescue]), Alignments.concat(aln, self.extend(cands.take(rescue), pairs))
 
     def hits(self, batch, pairs=False):
         """Seed, filter, extend and select for every read of a batch (Hits, see there); pairs: the
@@ -254,7 +256,7 @@ class Pipeline:
                                            ext.match_score, ext.edit_cost, h.maxe, h.lengths)
         return supp, supp_mapq
 
-    def _extend_pruned(self, cands, idx, estimate, floor, margin):
+    def _extend_pruned(self, cands, idx, estimate, floor, margin, pairs):
         """(candidate index, Alignments) of the accepted candidates idx, extended in two rounds (align)."""
         unit = self.extender.edit_cost
         est = np.where(estimate[idx] >= 0, estimate[idx], np.iinfo(np.int32).max)
@@ -262,7 +264,7 @@ class Pipeline:
         lead = np.ones(order.size, np.bool_)
         lead[1:] = cands.read[idx[order[1:]]] != cands.read[idx[order[:-1]]]
         first, rest = np.sort(idx[order[lead]]), np.sort(idx[order[~lead]])
-        aln1 = self.extend(cands.take(first))
+        aln1 = self.extend(cands.take(first), pairs)
         if rest.size == 0:
             return first, aln1
         length = cands.reads.lengths.astype(np.int64)
@@ -274,7 +276,7 @@ class Pipeline:
         bar[reads[strong]] = aln1.score[ok[strong]].astype(np.int64) - margin
         sub = cands.take(rest)
         sub.min_score = bar[sub.read]
-        aln2 = self.extend(sub)
+        aln2 = self.extend(sub, pairs)
         return np.concatenate([first, rest]), Alignments.concat(aln1, aln2)
 
     def map_batch(self, batch):
@@ -362,12 +364,7 @@ class Pipeline:
 
     def pair_hits_of(self, r1, r2):
         """Hits of a batch of pairs (interleave: read 2p is mate 1 of pair p), with the pairs' extender."""
-        single = self.extender
-        self.extender = self.pair_extender or single
-        try:
-            return self.hits(interleave(r1, r2), pairs=True)
-        finally:
-            self.extender = single
+        return self.hits(interleave(r1, r2), pairs=True)
 
     @staticmethod
     def pair_inserts(h, use):
@@ -451,7 +448,7 @@ class Pipeline:
         st.rescue_extended += len(chosen)
         if len(chosen) == 0:
             return h
-        aln = self.extend(chosen)
+        aln = self.extend(chosen, pairs=True)
         st.aligned += int(aln.found.sum())
         return self.select(h.batch, h.lengths, h.maxe, h.reason0, has_cand,
                            np.concatenate([h.aln_read, chosen.read]),
@@ -463,24 +460,19 @@ class Pipeline:
         h: the batch's pair_hits_of when already computed."""
         if h is None:
             h = self.pair_hits_of(r1, r2)
-        single = self.extender
-        self.extender = self.pair_extender or single
-        try:
-            t = time.perf_counter()
+        t = time.perf_counter()
+        pick1, pick2, pair_mapq = self.pair(h, model)
+        t = self._timed("pair", t)
+        before = int((pick1 >= 0).sum())
+        h2 = self.rescue(h, model, pick1 >= 0)
+        t = self._timed("rescue", t)
+        if h2 is not h:
+            h = h2
             pick1, pick2, pair_mapq = self.pair(h, model)
-            t = self._timed("pair", t)
-            before = int((pick1 >= 0).sum())
-            h2 = self.rescue(h, model, pick1 >= 0)
-            t = self._timed("rescue", t)
-            if h2 is not h:
-                h = h2
-                pick1, pick2, pair_mapq = self.pair(h, model)
-                self.stats.rescued_pairs += int((pick1 >= 0).sum()) - before
-        finally:
-            self.extender = single
+            self.stats.rescued_pairs += int((pick1 >= 0).sum()) - before
         if self.pair_extender is not None:
             # below the single-read minimum: only the mates of proper pairs keep their alignment
-            weak = np.flatnonzero(h.aln.found & (h.aln.score < single.min_score))
+            weak = np.flatnonzero(h.aln.found & (h.aln.score < self.extender.min_score))
             picked = np.zeros(h.aln.found.shape[0], np.bool_)
             pp = pick1 >= 0
             picked[h.hit_aln[pick1[pp]]] = True
