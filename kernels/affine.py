@@ -71,8 +71,6 @@ recomputed (deterministically) straight into the output afterwards.
 import numpy as np
 from numba import njit, prange
 
-from pymap.kernels.banded import cigar_from_string, cigar_to_string  # noqa: F401  (re-exported helpers)
-
 OP_M = 0
 OP_I = 1
 OP_D = 2

@@ -1,5 +1,4 @@
 """Cut (read, reference segment) pairs for candidates out of a batch and the reference."""
-import numpy as np
 from numba import njit, prange
 
 from pymap.kernels.encoding import CODE_TO_ASCII

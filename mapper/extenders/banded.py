@@ -1,6 +1,4 @@
 """The edit-distance extender: banded semi-global edit distance in Numba (kernels.banded); --all uses it."""
-import numpy as np
-
 from pymap.batch import Alignments
 from pymap.plugins import Extender
 
