@@ -156,57 +156,95 @@ class Progress:
 
 def align(ref_path, reads_path, out=None, options=None, index_path=None, command_line=None, summary=True,
           mates_path=None):
-    """Map reads to a reference and write SAM (or BAM/CRAM/BGZF SAM by `out`'s extension). The
-    output file appears only when complete. Returns RunStats.
+    """Map reads to a reference and write SAM (or BAM/CRAM/BGZF SAM by `out`'s extension; sorted
+    and indexed with options.sort). The output file appears only when complete. Returns RunStats.
 
     Paired reads: mates_path (read 2 of each pair, reads_path holding read 1), or
-    options.interleaved (reads_path holds mates in turn)."""
-    from pymap.sam import SamWriter, make_header
+    options.interleaved (reads_path holds mates in turn). options.dask: map on a Dask cluster
+    (pymap.distributed); the records are the same as in one process."""
+    from pymap.sam import SamWriter, make_header, output_format
     options = options or AlignOptions()
     t0 = time.perf_counter()
+    options.validate()
     SamWriter.check_path(out)
     paired = mates_path is not None or options.interleaved
-    pipe = make_pipeline(ref_path, options, index_path, paired=paired)
+    if options.dask is not None:
+        from pymap.distributed import DaskRun
+        run = DaskRun(options.dask, ref_path, options, index_path, paired)
+    else:
+        run = LocalRun(ref_path, options, index_path, paired)
     cl = command_line or f"pymap align {ref_path} {reads_path}" + (f" {mates_path}" if mates_path else "")
-    writer = SamWriter(out, make_header(pipe.ref, cl, options.read_group), ref_path=ref_path,
-                       threads=options.thread_count)
+    uri = "file://" + os.path.abspath(ref_path) if out and output_format(out) == "cram" else None
+    header = make_header(run.reference, cl, options.read_group, sort=options.sort, ref_uri=uri)
     progress = Progress(options.progress)
-    model = None
     try:
-        if paired:
-            from pymap.mates import read_mate_batches
-            batches = read_mate_batches(reads_path, mates_path, options.batch_size)
-            model, batches = insert_model(pipe, batches, options)
-            for r1, r2, hits in batches:
-                writer.write(pipe.map_pairs(r1, r2, model, hits))
-                progress.update(pipe.stats.reads)
-        else:
-            for batch in read_batches(reads_path, options.batch_size):
-                writer.write(pipe.map_batch(batch))
-                progress.update(pipe.stats.reads)
-        t = time.perf_counter()
-        writer.close()
-        pipe.stats.add_time("write", time.perf_counter() - t)
-    except BaseException:
-        writer.abort()
-        raise
+        writer = run.writer(out, header, ref_path)
+        try:
+            for text in run.sam_batches(reads_path, mates_path, header):
+                writer.write(text)
+                progress.update(run.stats.reads)
+            t = time.perf_counter()
+            writer.close()
+            run.stats.add_time("write", time.perf_counter() - t)
+        except BaseException:
+            writer.abort()
+            raise
     finally:
-        pipe.filt.close()
-    progress.update(pipe.stats.reads, final=True)
-    st = pipe.stats
+        run.close()
+    progress.update(run.stats.reads, final=True)
+    st = run.stats
     st.seconds["total"] = time.perf_counter() - t0
-    st.filter_slack = pipe.slack.summary()
-    pipe.slack.save()
     if summary:
-        _log(summary_line(st, pipe.filt))
-        if model is not None:
-            _log(model.describe())
+        _log(summary_line(st, run.filter_counts()))
+        if run.model is not None:
+            _log(run.model.describe())
             _log(f"mate rescue: {st.rescue_windows} mates searched, {st.rescue_candidates} window positions, "
                  f"{st.rescue_accepted} passed the filter, {st.rescue_extended} extended, "
                  f"{st.rescued_pairs} pairs made proper")
-        for note in pipe.seeder.run_notes() + pipe.slack.notes():
+        for note in run.notes():
             _log(f"note: {note}")
     return st
+
+
+class LocalRun:
+    """Maps in this process: every batch through one Pipeline (threads inside the kernels)."""
+
+    def __init__(self, ref_path, options, index_path, paired):
+        self.options = options
+        self.pipe = make_pipeline(ref_path, options, index_path, paired=paired)
+        self.reference = self.pipe.ref
+        self.stats = self.pipe.stats
+        self.model = None
+
+    def writer(self, out, header, ref_path):
+        from pymap.sam import SamWriter
+        return SamWriter(out, header, ref_path=ref_path, threads=self.options.thread_count, sort=self.options.sort,
+                         level=self.options.level, max_contig_len=int(self.reference.lengths.max()))
+
+    def sam_batches(self, reads_path, mates_path, header=None):
+        """SAM text of each batch of reads (or pairs), in input order."""
+        pipe, opt = self.pipe, self.options
+        if mates_path is not None or opt.interleaved:
+            from pymap.mates import read_mate_batches
+            batches = read_mate_batches(reads_path, mates_path, opt.batch_size)
+            self.model, batches = insert_model(pipe, batches, opt)
+            for r1, r2, hits in batches:
+                yield pipe.map_pairs(r1, r2, self.model, hits)
+        else:
+            for batch in read_batches(reads_path, opt.batch_size):
+                yield pipe.map_batch(batch)
+        self.stats.filter_slack = pipe.slack.summary()
+
+    def filter_counts(self):
+        filt = self.pipe.filt
+        return list(zip(filt.names, filt.accepted)) if hasattr(filt, "accepted") else None
+
+    def notes(self):
+        return self.pipe.seeder.run_notes() + self.pipe.slack.notes()
+
+    def close(self):
+        self.pipe.filt.close()
+        self.pipe.slack.save()
 
 
 def insert_model(pipe, batches, options):
@@ -231,7 +269,7 @@ def insert_model(pipe, batches, options):
     return insert.learn(np.concatenate(inserts) if inserts else []), itertools.chain(held, rest)
 
 
-def summary_line(st, filt=None):
+def summary_line(st, filter_counts=None):
     unm = ", ".join(f"{k} {v}" for k, v in st.unmapped.items() if v)
     parts = [f"{st.reads} reads", f"{st.mapped} mapped", f"{st.reads - st.mapped} unmapped" + (f" ({unm})" if unm else ""),
              f"{st.secondary} secondary", f"{st.supplementary} supplementary"
@@ -239,8 +277,8 @@ def summary_line(st, filt=None):
              f"{st.accepted} passed the filter" + (f" (run at e+{st.filter_slack})" if st.filter_slack else ""),
              f"{st.aligned} aligned" + (f" ({st.rescued} rejected candidates of weak reads extended)"
                                         if st.rescued else "")]
-    if filt is not None and hasattr(filt, "accepted"):
-        parts.append("filter accepts " + ", ".join(f"{n} {a}" for n, a in zip(filt.names, filt.accepted)))
+    if filter_counts:
+        parts.append("filter accepts " + ", ".join(f"{n} {a}" for n, a in filter_counts))
     stages = ", ".join(f"{k} {v:.2f}" for k, v in st.seconds.items() if k != "total")
     parts.append(f"{st.seconds.get('total', 0):.2f} s" + (f" ({stages})" if stages else ""))
     return "; ".join(parts)

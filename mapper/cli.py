@@ -90,6 +90,11 @@ def build_parser():
     p.add_argument("--min-length", type=int, default=16, help="shorter reads are reported unmapped (too_short)")
     p.add_argument("--max-length", type=int, default=1000, help="longer reads are reported unmapped (too_long)")
     p.add_argument("--no-progress", action="store_true", help="no progress display on stderr")
+    p.add_argument("--sort", action="store_true",
+                   help="coordinate-sorted output, indexed beside it (.bai/.csi/.crai) when written to a file")
+    p.add_argument("--level", type=int, metavar="0-9", help="compression level of BAM/CRAM/SAM.gz output")
+    p.add_argument("--dask", metavar="local:N|tcp://HOST:PORT",
+                   help="map on a Dask cluster: N local worker processes, or a running scheduler")
 
     p = sub.add_parser("filter", help="run a pre-alignment filter on a pair file")
     p.add_argument("pairs", help="one pair per line: read TAB reference segment (same length); - for stdin")
@@ -164,7 +169,7 @@ def run(args, argv):
                        interleaved=args.interleaved,
                        insert_size=insert.parse(args.insert_size) if args.insert_size else None,
                        min_length=args.min_length, max_length=args.max_length,
-                       progress=not args.no_progress)
+                       progress=not args.no_progress, sort=args.sort, level=args.level, dask=args.dask)
         if args.mates and args.interleaved:
             raise UsageError("give either two read files or -p/--interleaved with one")
         api.align(args.reference, args.reads, out=args.output, options=opt, index_path=args.index,

@@ -23,6 +23,9 @@ class AlignOptions:
     split_as_secondary: the other part of a chimeric read is flagged secondary (256) rather than
     supplementary (2048), as bwa mem -M does for Picard.
     seed: tie-breaking among equally good hits is a hash of (seed, read number): deterministic.
+    sort: coordinate-sorted output with its index. level: the output's compression level (None:
+    htslib's default). dask: None (one process), "local:N" (a local cluster of N worker
+    processes), "tcp://HOST:PORT" (a running scheduler) or a distributed.Client.
     extender: None picks the scoring extender "affine" (bwa-mem scores, clipping), or the
     edit-distance extender "banded" under report_all (every location within e).
     """
@@ -46,6 +49,9 @@ class AlignOptions:
     min_length: int = 16
     max_length: int = 1000
     progress: bool = True
+    sort: bool = False
+    level: int = None
+    dask: object = None
 
     def validate(self):
         if self.extender is None:
@@ -73,6 +79,8 @@ class AlignOptions:
             if not rg.startswith("@RG\t") or "\tID:" not in rg:
                 raise UsageError(r"-R must be a read group header line like '@RG\tID:sample1\tSM:x'")
             self.read_group = rg
+        if self.level is not None and not (0 <= self.level <= 9):
+            raise UsageError(f"--level must be in 0..9, got {self.level}")
         if self.seed < 0:
             raise UsageError(f"--seed must be >= 0, got {self.seed}")
         return self

@@ -1,18 +1,44 @@
-"""SAM/BAM output: the header through pysam, records as text from the Numba formatter."""
+"""SAM/BAM/CRAM output: the header through pysam, records as SAM text from the Numba formatter,
+compressed, converted and sorted by htslib as they stream out.
+
+Plain SAM is written directly. Every other output goes through htslib: pysam's samtools runs in a
+child process that reads the SAM stream on a pipe (`view` to convert and compress, `sort` for
+--sort), with its own compression threads, while the mapper goes on with the next batch. Nothing
+holds the whole run: no temporary SAM (a sort spills its own sorted runs, as samtools sort does).
+"""
+import glob
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 
 import pysam
 
 from pymap import __version__, outfile
 from pymap.errors import InputError, UsageError
 
+FORMATS = {".sam": "sam", ".sam.gz": "sam.gz", ".sam.bgz": "sam.gz", ".bam": "bam", ".cram": "cram"}
+#: samtools -O value of each format (SAM with a level is BGZF-compressed SAM)
+HTS_FORMAT = {"sam": "SAM", "sam.gz": "SAM,level=6", "bam": "BAM", "cram": "CRAM"}
+#: BAI holds positions below 2**29; longer contigs need CSI (samtools index -c)
+BAI_MAX_LEN = (1 << 29) - 1
+#: the child process: one pysam.samtools command, its error as the last line on stderr
+_CHILD = ("import sys, pysam\n"
+          "try:\n"
+          "    getattr(pysam.samtools, sys.argv[1])(*sys.argv[2:], catch_stdout=False)\n"
+          "except pysam.SamtoolsError as exc:\n"
+          "    msg = str(exc).split('stderr=', 1)[-1].strip().strip(\"'\").replace('\\\\n', '\\n')\n"
+          "    sys.stderr.write(msg.rstrip() + '\\n'); sys.exit(1)\n")
 
-def make_header(reference, command_line, read_group=None):
-    """A pysam.AlignmentHeader with @HD, every @SQ, @RG (when given) and @PG."""
+
+def make_header(reference, command_line, read_group=None, sort=False, ref_uri=None):
+    """A pysam.AlignmentHeader with @HD, every @SQ (with UR when ref_uri is given: CRAM), @RG (when
+    given) and @PG."""
+    uri = {"UR": ref_uri} if ref_uri else {}
     header = {
-        "HD": {"VN": "1.6", "SO": "unsorted"},
-        "SQ": [{"SN": n, "LN": int(l)} for n, l in zip(reference.names, reference.lengths)],
+        "HD": {"VN": "1.6", "SO": "coordinate" if sort else "unsorted"},
+        "SQ": [{"SN": n, "LN": int(l), **uri} for n, l in zip(reference.names, reference.lengths)],
         "PG": [{"ID": "pymap", "PN": "pymap", "VN": __version__, "CL": command_line}],
     }
     if read_group:
@@ -21,77 +47,245 @@ def make_header(reference, command_line, read_group=None):
     return pysam.AlignmentHeader.from_dict(header)
 
 
-FORMATS = {".sam": "sam", ".sam.gz": "sam.gz", ".sam.bgz": "sam.gz", ".bam": "bam", ".cram": "cram"}
+def output_format(path):
+    """'sam', 'sam.gz', 'bam' or 'cram' from a file name; stdout ('-' or None) is SAM."""
+    if not path or path == "-":
+        return "sam"
+    low = path.lower()
+    for ext in sorted(FORMATS, key=len, reverse=True):
+        if low.endswith(ext):
+            return FORMATS[ext]
+    raise UsageError(f"{path}: unknown output format (use .sam, .sam.gz, .bam or .cram, or - for stdout)")
+
+
+def index_suffix(fmt, max_contig_len):
+    """The index samtools writes for a sorted file of this format (None: plain SAM has none)."""
+    if fmt == "cram":
+        return ".crai"
+    if fmt == "bam":
+        return ".bai" if max_contig_len <= BAI_MAX_LEN else ".csi"
+    return ".csi" if fmt == "sam.gz" else None
+
+
+def cram_reference(ref_path):
+    """(a FASTA htslib can read with its .fai, a temporary directory to remove afterwards or None): the
+    reference itself when htslib can index it, else a plain copy (a gzip FASTA that is not BGZF, or
+    a read-only directory without a .fai)."""
+    try:
+        pysam.FastaFile(ref_path).close()
+        return ref_path, None
+    except (OSError, ValueError):
+        pass
+    from pymap.reference import open_maybe_gzip
+    tmpdir = tempfile.mkdtemp(prefix="pymap-cram-ref-")
+    copy = os.path.join(tmpdir, "reference.fa")
+    try:
+        with open(copy, "wb") as dst:
+            dst.write(open_maybe_gzip(ref_path))
+        pysam.FastaFile(copy).close()
+    except (OSError, ValueError) as exc:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        raise InputError(f"{ref_path}: htslib cannot read the reference for CRAM output ({exc})") from None
+    return copy, tmpdir
+
+
+def samtools(command, *args, stdin=None, stdout=None):
+    """Start pysam's `samtools COMMAND ARGS` in a child process; its stderr goes to a temporary file
+    (read back by `finish`) so that a full pipe never blocks it."""
+    err = tempfile.TemporaryFile()
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, command, *map(str, args)], stdin=stdin,
+                            stdout=stdout, stderr=err)
+    proc.err = err
+    return proc
+
+
+def finish(proc, what):
+    """Wait for a child started by `samtools`; InputError with its last error line when it failed."""
+    rc = proc.wait()
+    proc.err.seek(0)
+    lines = [ln for ln in proc.err.read().decode(errors="replace").splitlines() if ln.strip()]
+    proc.err.close()
+    if rc != 0:
+        reason = lines[-1] if lines else f"exit status {rc}"
+        raise InputError(f"{what}: htslib failed: {reason}")
 
 
 class SamWriter:
-    """Writes SAM text to stdout, or to a file by its extension: .sam, .sam.gz (BGZF, which
-    samtools and htslib read), .bam, .cram (with the reference). A file is written under a
-    temporary name in the same directory and renamed when complete; a failed run leaves none."""
+    """Writes the header and then SAM text batches, to stdout or to a file in the format of its
+    extension: .sam, .sam.gz (BGZF), .bam, .cram (with the reference). sort=True: coordinate-sorted,
+    with its index beside it (.bai, or .csi for contigs over 512 Mbp; .crai). A file is written
+    under a temporary name in the same directory and renamed when complete; a failed run leaves
+    nothing. threads: htslib's compression and sorting threads. level: compression level (None:
+    htslib's default)."""
 
     @staticmethod
-    def output_format(path):
-        if not path or path == "-":
-            return "sam"
-        low = path.lower()
-        for ext in sorted(FORMATS, key=len, reverse=True):
-            if low.endswith(ext):
-                return FORMATS[ext]
-        raise UsageError(f"{path}: unknown output format (use .sam, .sam.gz, .bam or .cram, or - for stdout)")
-
-    @classmethod
-    def check_path(cls, path):
+    def check_path(path, sort=False):
         """Raise UsageError before any work when `path` cannot be written."""
-        cls.output_format(path)
+        output_format(path)
         if path and path != "-":
             target_dir = os.path.dirname(os.path.abspath(path))
             if not os.path.isdir(target_dir) or not os.access(target_dir, os.W_OK):
                 raise UsageError(f"{path}: cannot write (no writable directory {target_dir})")
 
-    def __init__(self, path, header, ref_path=None, threads=1):
-        self.path = path
-        self.format = self.output_format(path)
-        self.ref_path = ref_path
-        self.threads = max(1, threads)
-        self.tmp = self.sam_tmp = None
-        if not path or path == "-":
-            self.fh = sys.stdout.buffer
+    def __init__(self, path, header, ref_path=None, threads=1, sort=False, level=None, max_contig_len=0):
+        self.path = None if path == "-" else path
+        self.format = output_format(path)
+        self.sort = sort
+        self.tmp = self.proc = self.ref_copy = None
+        self.index_suffix = index_suffix(self.format, max_contig_len) if sort and self.path else None
+        to_stdout = self.path is None
+        if not to_stdout:
+            self.tmp = outfile.temporary(self.path)
+        if self.format == "sam" and not sort:
+            self.fh = sys.stdout.buffer if to_stdout else open(self.tmp, "wb")
         else:
-            self.tmp = outfile.temporary(path)
-            try:
-                if self.format in ("bam", "cram"):
-                    self.sam_tmp = outfile.temporary(path, ".sam.part")
-                    self.fh = open(self.sam_tmp, "wb")
-                elif self.format == "sam.gz":
-                    self.fh = pysam.BGZFile(self.tmp, "wb")
-                else:
-                    self.fh = open(self.tmp, "wb")
-            except OSError as exc:
-                outfile.discard(self.tmp, self.sam_tmp)
-                raise InputError(f"{path}: cannot write ({exc.strerror})") from None
-        self.fh.write(str(header).encode())
+            fmt = HTS_FORMAT[self.format]
+            if level is not None:
+                fmt = fmt.split(",")[0] + f",level={level}"
+            args = ["--no-PG", "-@", max(1, threads), "-O", fmt]
+            if self.format == "cram":
+                ref_path, self.ref_copy = cram_reference(ref_path)
+                args += ["--reference", ref_path]
+            if sort:
+                self.sort_prefix = outfile.temporary(self.path or os.path.join(tempfile.gettempdir(), "pymap"),
+                                                     ".sort.part")
+                args = ["sort", *args, "-T", self.sort_prefix]
+            else:
+                args = ["view", "-h", *args]
+            args += ["-o", "-" if to_stdout else self.tmp, "-"]
+            sys.stdout.flush()
+            self.proc = samtools(*args, stdin=subprocess.PIPE, stdout=sys.stdout.buffer if to_stdout else None)
+            self.fh = self.proc.stdin
+        self.write(str(header).encode())
 
     def write(self, text):
-        self.fh.write(text)
+        try:
+            self.fh.write(text)
+        except BrokenPipeError:
+            if self.proc is None:
+                raise
+            self.fh = None
+            finish(self.proc, self.path or "stdout")
+            raise InputError(f"{self.path or 'stdout'}: htslib stopped reading the output") from None
 
     def close(self):
         if self.fh is sys.stdout.buffer:
             self.fh.flush()
             return
         self.fh.close()
-        if self.format == "bam":
-            pysam.samtools.view("-@", str(self.threads), "-b", "-o", self.tmp, self.sam_tmp, catch_stdout=False)
-        elif self.format == "cram":
-            pysam.samtools.view("-@", str(self.threads), "-C", "-T", self.ref_path, "-o", self.tmp, self.sam_tmp,
-                                catch_stdout=False)
-        outfile.discard(self.sam_tmp)
-        outfile.publish(self.tmp, self.path)
-        self.tmp = self.sam_tmp = None
+        self.fh = None
+        if self.proc is not None:
+            try:
+                finish(self.proc, self.path or "stdout")
+            finally:
+                self.proc = None
+                self._discard_temporaries()
+        if self.path is not None:
+            publish_indexed(self.tmp, self.path, self.index_suffix)
+            self.tmp = None
 
     def abort(self):
-        if self.fh is not sys.stdout.buffer:
+        if self.fh is not None and self.fh is not sys.stdout.buffer:
             try:
                 self.fh.close()
             except Exception:  # the run failed already; the partial file is removed below
                 pass
-        outfile.discard(self.tmp, self.sam_tmp)
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc.err.close()
+            self._discard_temporaries()
+        outfile.discard(self.tmp)
+
+    def _discard_temporaries(self):
+        if self.sort:
+            outfile.discard(self.sort_prefix, *glob.glob(glob.escape(self.sort_prefix) + ".*.bam"))
+        if self.ref_copy:
+            shutil.rmtree(self.ref_copy, ignore_errors=True)
+
+
+def publish_indexed(tmp, path, suffix):
+    """Index the finished file `tmp` when suffix names an index, then give both their final names."""
+    index_tmp = outfile.temporary(path, suffix + ".part") if suffix else None
+    try:
+        if index_tmp:
+            flag = ["-c"] if suffix == ".csi" else []
+            finish(samtools("index", *flag, tmp, "-o", index_tmp), path)
+        outfile.publish(tmp, path)
+        if index_tmp:
+            outfile.publish(index_tmp, path + suffix)
+    except BaseException:
+        outfile.discard(index_tmp)
+        raise
+
+
+def sort_chunk(sam):
+    """Coordinate-sorted BAM (fast compression) of SAM text with its header: one Dask chunk."""
+    with tempfile.TemporaryDirectory(prefix="pymap-sort-") as tmpdir:
+        proc = samtools("sort", "--no-PG", "-l", 1, "-T", os.path.join(tmpdir, "run"), "-O", "BAM", "-o", "-", "-",
+                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        out, _ = proc.communicate(sam)
+        finish(proc, "sorting a chunk")
+    return out
+
+
+class SortedPartsWriter:
+    """--sort under Dask: chunks come sorted from the workers (BAM); they are kept as parts beside the
+    output and merged by htslib in chunk order at the end (samtools merge breaks ties by part order,
+    as samtools sort does by input order: the same records as one sorted stream). Every MAX_PARTS
+    parts are merged into one, so open files stay bounded."""
+    MAX_PARTS = 256
+
+    def __init__(self, path, header, ref_path=None, threads=1, level=None, max_contig_len=0):
+        self.path = None if path == "-" else path
+        self.format = output_format(path)
+        self.header = str(header).encode()
+        self.ref_path = ref_path
+        self.threads = max(1, threads)
+        self.level = level
+        self.index_suffix = index_suffix(self.format, max_contig_len) if self.path else None
+        self.parts = []
+        self.tmp = None
+        self.where = self.path or os.path.join(tempfile.gettempdir(), "pymap")
+
+    def write(self, sorted_bam):
+        part = outfile.temporary(self.where, ".bam.part")
+        self.parts.append(part)
+        with open(part, "wb") as fh:
+            fh.write(sorted_bam)
+        if len(self.parts) >= self.MAX_PARTS:
+            merged = outfile.temporary(self.where, ".bam.part")
+            self._merge(self.parts, merged, "BAM,level=1")
+            outfile.discard(*self.parts)
+            self.parts = [merged]
+
+    def _merge(self, parts, out, fmt, stdout=None):
+        args = ["--no-PG", "-c", "-p", "-f", "-@", self.threads, "-O", fmt]
+        ref_copy = None
+        if fmt.startswith("CRAM"):
+            ref_path, ref_copy = cram_reference(self.ref_path)
+            args += ["--reference", ref_path]
+        try:
+            finish(samtools("merge", *args, "-o", out, *parts, stdout=stdout), self.path or "stdout")
+        finally:
+            if ref_copy:
+                shutil.rmtree(ref_copy, ignore_errors=True)
+
+    def close(self):
+        if not self.parts:
+            self.write(sort_chunk(self.header))
+        fmt = HTS_FORMAT[self.format]
+        if self.level is not None:
+            fmt = fmt.split(",")[0] + f",level={self.level}"
+        if self.path is None:
+            sys.stdout.flush()
+            self._merge(self.parts, "-", fmt, stdout=sys.stdout.buffer)
+        else:
+            self.tmp = outfile.temporary(self.path)
+            self._merge(self.parts, self.tmp, fmt)
+            publish_indexed(self.tmp, self.path, self.index_suffix)
+        outfile.discard(*self.parts)
+        self.parts, self.tmp = [], None
+
+    def abort(self):
+        outfile.discard(*self.parts, self.tmp)
