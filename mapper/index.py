@@ -12,8 +12,10 @@ Layout (little-endian):
 
 The JSON header holds the caller's `meta` (pymap version, seeder name, build parameters, reference
 checksum, contig names and lengths, ...) and under "arrays" one record per array: name, dtype, shape,
-offset, nbytes, crc32. Nothing is parsed at load: every array is a view into one `np.memmap`
-(copy-on-write, so kernels see ordinary writable arrays; the file is never modified).
+offset, nbytes, crc32 (one CRC32 per CHUNK bytes of the array). Nothing is parsed at load: every
+array is a view into one `np.memmap` (copy-on-write, so kernels see ordinary writable arrays; the
+file is never modified). Every chunk of every array is checked at load, on threads (zlib's crc32
+releases the GIL): a damaged index of any size is refused before a kernel reads it.
 
 Files are written to a temporary name in the same directory and renamed into place (`os.replace`),
 so an interrupted write never leaves a partial index under the real name.
@@ -29,13 +31,12 @@ from pymap import __version__
 from pymap.errors import IndexCorrupt, IndexMismatch
 
 MAGIC = b"PYMAPIDX"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 ALIGN = 64
 PRELUDE = struct.Struct("<8sIIQ40x")
-#: arrays of at most this many bytes in total get their CRC32 checked on every load (zlib's crc32
-#: runs at ~4 GB/s here, so this bounds the check at ~0.25 s); larger indexes check header + sizes
-#: unless load_index(..., verify=True).
-VERIFY_LIMIT = 1 << 30
+#: bytes per checksummed chunk: small enough to spread a large array over threads
+CHUNK = 1 << 24
+VERIFY_THREADS = 4
 REBUILD_HINT = "rebuild with `pymap index REF`"
 
 
@@ -43,10 +44,18 @@ def _align(x):
     return (x + ALIGN - 1) // ALIGN * ALIGN
 
 
-def _crc(a):
-    if a.nbytes == 0:
-        return 0
-    return zlib.crc32(memoryview(np.ascontiguousarray(a)).cast("B")) & 0xFFFFFFFF
+def _chunks(raw):
+    """Byte views of CHUNK bytes (the last one shorter) of a uint8 array."""
+    return [raw[i:i + CHUNK] for i in range(0, raw.shape[0], CHUNK)]
+
+
+def _crc(chunk):
+    return zlib.crc32(memoryview(chunk)) & 0xFFFFFFFF
+
+
+def _crcs(a):
+    raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    return [_crc(c) for c in _chunks(raw)]
 
 
 def save_index(path, meta, arrays):
@@ -59,7 +68,7 @@ def save_index(path, meta, arrays):
         if a.dtype.hasobject:
             raise TypeError(f"array {name!r} holds Python objects")
         records.append({"name": name, "dtype": a.dtype.str, "shape": list(a.shape),
-                        "offset": offset, "nbytes": int(a.nbytes), "crc32": _crc(a)})
+                        "offset": offset, "nbytes": int(a.nbytes), "crc32": _crcs(a)})
         offset = _align(offset + a.nbytes)
     header = dict(meta)
     header.setdefault("pymap_version", __version__)
@@ -174,7 +183,9 @@ def _valid_record(rec):
     shape, offset, nbytes, crc = rec.get("shape"), rec.get("offset"), rec.get("nbytes"), rec.get("crc32")
     if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
         return False
-    if not (_is_int(offset) and _is_int(nbytes) and _is_int(crc)) or offset < 0 or offset % ALIGN:
+    if not (_is_int(offset) and _is_int(nbytes)) or offset < 0 or offset % ALIGN:
+        return False
+    if not isinstance(crc, list) or not all(_is_int(c) for c in crc) or len(crc) != -(-nbytes // CHUNK):
         return False
     try:
         dtype = np.dtype(rec["dtype"])
@@ -188,12 +199,12 @@ def _valid_record(rec):
     return count * dtype.itemsize == nbytes
 
 
-def load_index(path, expect=None, verify=None):
+def load_index(path, expect=None, verify=True):
     """Load an index file: (meta, {name: ndarray}) with the arrays memory-mapped.
 
     expect: dict of header entries that must match (nested dicts compared key by key), else
-    IndexMismatch. verify: check every array's CRC32 (None: when the arrays total <= VERIFY_LIMIT);
-    sizes and the header checksum are always checked (IndexCorrupt).
+    IndexMismatch. verify: check every chunk's CRC32 (default); sizes and the header checksum are
+    always checked (IndexCorrupt).
     """
     path = os.fspath(path)
     meta, size = read_header(path)
@@ -218,17 +229,25 @@ def load_index(path, expect=None, verify=None):
         raise IndexCorrupt(f"{path}: damaged index header (duplicate array names); {REBUILD_HINT}")
     if size < end:
         raise IndexCorrupt(f"{path}: truncated index file ({size} bytes, {end} expected); {REBUILD_HINT}")
-    total = sum(rec["nbytes"] for rec in records)
-    if verify is None:
-        verify = total <= VERIFY_LIMIT
     mm = np.memmap(path, dtype=np.uint8, mode="c") if size else np.zeros(0, np.uint8)
-    arrays = {}
-    for rec in records:
-        raw = np.asarray(mm[rec["offset"]:rec["offset"] + rec["nbytes"]])
-        if verify and _crc(raw) != rec["crc32"]:
-            raise IndexCorrupt(f"{path}: damaged index array {rec['name']!r} (checksum mismatch); "
-                               f"{REBUILD_HINT}")
-        arrays[rec["name"]] = raw.view(np.dtype(rec["dtype"])).reshape(rec["shape"])
+    raws = [np.asarray(mm[rec["offset"]:rec["offset"] + rec["nbytes"]]) for rec in records]
+    if verify:
+        _verify(path, records, raws)
+    arrays = {rec["name"]: raw.view(np.dtype(rec["dtype"])).reshape(rec["shape"])
+              for rec, raw in zip(records, raws)}
     meta = dict(meta)
     meta.pop("arrays")
     return meta, arrays
+
+
+def _verify(path, records, raws):
+    """IndexCorrupt naming the first array with a chunk whose CRC32 differs."""
+    from concurrent.futures import ThreadPoolExecutor
+    work = [(i, chunk, want) for i, raw in enumerate(raws) for chunk, want in zip(_chunks(raw), records[i]["crc32"])]
+    threads = max(1, min(VERIFY_THREADS, os.cpu_count() or 1, len(work)))
+    with ThreadPoolExecutor(threads) as pool:
+        ok = list(pool.map(lambda w: _crc(w[1]) == w[2], work))
+    bad = [work[j][0] for j, good in enumerate(ok) if not good]
+    if bad:
+        raise IndexCorrupt(f"{path}: damaged index array {records[bad[0]]['name']!r} (checksum mismatch); "
+                           f"{REBUILD_HINT}")

@@ -19,8 +19,17 @@ from pymap import __version__, outfile
 from pymap.errors import InputError, UsageError
 
 FORMATS = {".sam": "sam", ".sam.gz": "sam.gz", ".sam.bgz": "sam.gz", ".bam": "bam", ".cram": "cram"}
-#: samtools -O value of each format (SAM with a level is BGZF-compressed SAM)
-HTS_FORMAT = {"sam": "SAM", "sam.gz": "SAM,level=6", "bam": "BAM", "cram": "CRAM"}
+#: the compression levels by default: an unsorted stream is most often an intermediate (sorted or
+#: marked for duplicates next), so it is compressed fast (level 1: 2.4 x less CPU than level 6 for
+#: 6 % more bytes, scripts/bench_output.py); a sorted file is kept, so it gets htslib's level 6
+STREAM_LEVEL = 1
+SORTED_LEVEL = 6
+
+
+def hts_format(fmt, level):
+    """samtools -O value: SAM with a level is BGZF-compressed SAM; CRAM keeps its own codecs."""
+    name = {"sam": "SAM", "sam.gz": "SAM", "bam": "BAM", "cram": "CRAM"}[fmt]
+    return name if fmt == "sam" or level is None else f"{name},level={level}"
 #: BAI holds positions below 2**29; longer contigs need CSI (samtools index -c)
 BAI_MAX_LEN = (1 << 29) - 1
 #: the child process: one pysam.samtools command, its error as the last line on stderr
@@ -116,7 +125,7 @@ class SamWriter:
     with its index beside it (.bai, or .csi for contigs over 512 Mbp; .crai). A file is written
     under a temporary name in the same directory and renamed when complete; a failed run leaves
     nothing. threads: htslib's compression and sorting threads. level: compression level (None:
-    htslib's default)."""
+    STREAM_LEVEL, or SORTED_LEVEL under sort; CRAM: htslib's own)."""
 
     @staticmethod
     def check_path(path, sort=False):
@@ -139,10 +148,9 @@ class SamWriter:
         if self.format == "sam" and not sort:
             self.fh = sys.stdout.buffer if to_stdout else open(self.tmp, "wb")
         else:
-            fmt = HTS_FORMAT[self.format]
-            if level is not None:
-                fmt = fmt.split(",")[0] + f",level={level}"
-            args = ["--no-PG", "-@", max(1, threads), "-O", fmt]
+            if level is None and self.format not in ("sam", "cram"):
+                level = SORTED_LEVEL if sort else STREAM_LEVEL
+            args = ["--no-PG", "-@", max(1, threads), "-O", hts_format(self.format, level)]
             if self.format == "cram":
                 ref_path, self.ref_copy = cram_reference(ref_path)
                 args += ["--reference", ref_path]
@@ -255,7 +263,7 @@ class SortedPartsWriter:
             fh.write(sorted_bam)
         if len(self.parts) >= self.MAX_PARTS:
             merged = outfile.temporary(self.where, ".bam.part")
-            self._merge(self.parts, merged, "BAM,level=1")
+            self._merge(self.parts, merged, hts_format("bam", 1))
             outfile.discard(*self.parts)
             self.parts = [merged]
 
@@ -274,9 +282,8 @@ class SortedPartsWriter:
     def close(self):
         if not self.parts:
             self.write(sort_chunk(self.header))
-        fmt = HTS_FORMAT[self.format]
-        if self.level is not None:
-            fmt = fmt.split(",")[0] + f",level={self.level}"
+        level = self.level if self.level is not None or self.format in ("sam", "cram") else SORTED_LEVEL
+        fmt = hts_format(self.format, level)
         if self.path is None:
             sys.stdout.flush()
             self._merge(self.parts, "-", fmt, stdout=sys.stdout.buffer)

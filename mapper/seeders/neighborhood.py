@@ -226,7 +226,7 @@ class NeighborhoodSeeder(Seeder):
                 "contigs": {"names": index.reference["names"], "lengths": index.reference["lengths"]}}
         idxfile.save_index(path, meta, index.arrays)
 
-    def load_index(self, path, reference, verify=None):
+    def load_index(self, path, reference, verify=True):
         expect = {"seeder": self.name, "index_version": INDEX_VERSION}
         explicit = self._explicit_params()
         if explicit:

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU measurements of BENCHMARKS.md in one device call (the machines are lent for minutes):
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
-#   bash scripts/gpu/session.sh [tests] [bench] [ncu] [map] [scale]
+#   bash scripts/gpu/session.sh [tests] [bench] [ncu] [map] [scale] [dask]
+# (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
+# dependencies, see BENCHMARKS.md "Scale-out on Dask")
 # Each step writes under $OUT and prints a short summary.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -56,5 +58,18 @@ for step in $steps; do
     done
     cmp <(grep -v '^@PG' /tmp/map/cpu.sam) <(grep -v '^@PG' /tmp/map/gpu.sam) && echo "cpu and gpu SAM identical" | tee -a "$OUT/map.txt"
     python3 scripts/numpy_reads.py --check /tmp/map/gpu.sam | tee -a "$OUT/map.txt" ;;
+  dask)
+    mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
+    python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
+    python3 scripts/bench_output.py --ref /tmp/map/ecoli_MG1655.fa --reads /tmp/map/r150.fq --only dask \
+      -t "$(nproc)" --workers ${DASK_WORKERS:-1,2,4,8,16} --repeats 1 --batch-size 20000 --workdir /tmp/map/dask \
+      --md "$OUT/dask.md" --json "$OUT/dask.json" 2> "$OUT/dask.log"; cat "$OUT/dask.md" ;;
+  output)
+    # BAM and --sort costs at -t 2 (samtools sort from pysam: the machine has no samtools)
+    mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
+    [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
+    python3 scripts/bench_output.py --ref /tmp/map/ecoli_MG1655.fa --reads /tmp/map/r150.fq --only all -t 2 \
+      --repeats 1 --samtools pysam --workdir /tmp/map/output --md "$OUT/output.md" --json "$OUT/output.json" \
+      2> "$OUT/output.log"; cat "$OUT/output.md" ;;
   esac
 done
