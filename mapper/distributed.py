@@ -22,14 +22,14 @@ _PIPELINES = {}
 
 
 def connect(spec):
-    """(distributed.Client, cluster or None) for "local:N", "tcp://HOST:PORT" (or any scheduler
-    address) or an existing distributed.Client."""
+    """(distributed.Client, what to close at the end: [client, cluster], [client] or []) for
+    "local:N", "tcp://HOST:PORT" (or any scheduler address) or an existing distributed.Client."""
     try:
         from distributed import Client, LocalCluster
     except ImportError:
         raise UsageError("--dask needs Dask: pip install 'pymap[dask]'") from None
     if isinstance(spec, Client):
-        return spec, None
+        return spec, []
     if not isinstance(spec, str) or not spec:
         raise UsageError(f"--dask must be local:N or a scheduler address, got {spec!r}")
     if spec.startswith("local:") or spec == "local":
@@ -38,11 +38,13 @@ def connect(spec):
             raise UsageError(f"--dask local:N needs a number of workers >= 1, got {spec!r}")
         cluster = LocalCluster(n_workers=int(n), threads_per_worker=1, processes=True,
                                dashboard_address=None)
-        return Client(cluster), cluster
+        client = Client(cluster)
+        return client, [client, cluster]
     if "://" not in spec:
         raise UsageError(f"--dask must be local:N or a scheduler address such as tcp://host:8786, got {spec!r}")
     try:
-        return Client(spec, timeout="30s"), None
+        client = Client(spec, timeout="30s")
+        return client, [client]
     except OSError as exc:
         raise InputError(f"--dask {spec}: cannot reach the scheduler ({exc})") from None
 
@@ -103,7 +105,7 @@ class DaskRun:
         from pymap import api, plugins
         from pymap.pipeline import RunStats
         from pymap.reference import load_reference
-        self.client, self.cluster = connect(spec)
+        self.client, self.owned = connect(spec)
         try:
             self.options = dataclasses.replace(options, dask=None, threads=1, progress=False)
             self.reference = load_reference(ref_path)
@@ -127,16 +129,12 @@ class DaskRun:
 
     def writer(self, out, header, ref_path):
         from pymap.sam import SamWriter, SortedPartsWriter
-        threads = self.options_threads()
+        threads = max(1, min(4, os.cpu_count() or 1))      # htslib's threads on the client
         max_len = int(self.reference.lengths.max())
         if self.options.sort:
             return SortedPartsWriter(out, header, ref_path=ref_path, threads=threads, level=self.options.level,
                                      max_contig_len=max_len)
         return SamWriter(out, header, ref_path=ref_path, threads=threads, level=self.options.level)
-
-    @staticmethod
-    def options_threads():
-        return max(1, min(4, os.cpu_count() or 1))
 
     def _chunks(self, reads_path, mates_path):
         if not self.paired:
@@ -190,7 +188,6 @@ class DaskRun:
         return self._notes
 
     def close(self):
-        if self.cluster is not None:
-            self.client.close()
-            self.cluster.close()
-            self.cluster = None
+        for thing in self.owned:
+            thing.close()
+        self.owned = []

@@ -107,3 +107,35 @@ def test_bad_dask_spec_is_a_usage_error(capsys):
     assert "local:N" in capsys.readouterr().err
     with pytest.raises(UsageError):
         _align("-", dask="nonsense")
+
+
+def test_cli_on_a_running_scheduler(tmp_path, capsys):
+    """`--dask tcp://HOST:PORT` with a scheduler and a worker started as separate programs."""
+    import json
+    import subprocess
+    import sys
+    import time
+    sched_file = tmp_path / "scheduler.json"
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--port", "0",
+                               "--dashboard-address", ":0", "--scheduler-file", str(sched_file)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        for _ in range(300):
+            if sched_file.exists() and sched_file.read_text().strip():
+                break
+            time.sleep(0.1)
+        address = json.loads(sched_file.read_text())["address"]
+        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "1",
+                                       "--nthreads", "1", "--no-dashboard"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        with distributed.Client(address) as c:
+            c.wait_for_workers(1, timeout=60)
+        _align(tmp_path / "one.sam")
+        rc = cli.main(["align", REF, READS, "-o", str(tmp_path / "dask.sam"), "--dask", address, "--no-progress",
+                       "--batch-size", "500"])
+        assert rc == 0, capsys.readouterr().err
+        assert _body(tmp_path / "dask.sam") == _body(tmp_path / "one.sam")
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            p.wait(timeout=30)
