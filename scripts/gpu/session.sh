@@ -64,6 +64,17 @@ for step in $steps; do
     python3 scripts/bench_output.py --ref /tmp/map/ecoli_MG1655.fa --reads /tmp/map/r150.fq --only dask \
       -t "$(nproc)" --workers ${DASK_WORKERS:-1,2,4,8,16} --repeats 1 --batch-size 20000 --workdir /tmp/map/dask \
       --md "$OUT/dask.md" --json "$OUT/dask.json" 2> "$OUT/dask.log"; cat "$OUT/dask.md" ;;
+  daskprof)
+    mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
+    [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
+    python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
+    TIMEFORMAT="%R s wall, %U s user"
+    for i in 1 2; do { time python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t "$(nproc)" \
+      --no-progress -o /tmp/map/t.sam ; } 2>&1 | tail -2; done
+    for spec in ${DASK_WORKERS:-local:16 local:4}; do
+      python3 scripts/profile_dask.py /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq $spec /tmp/map/d.sam 2>&1 \
+        | grep -v -i warn | head -45 | tee "$OUT/prof_${spec/:/_}.txt"
+    done ;;
   output)
     # BAM and --sort costs at -t 2 (samtools sort from pysam: the machine has no samtools)
     mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
