@@ -11,6 +11,7 @@ side by side. With --sort each chunk comes back coordinate-sorted (BAM) and the 
 import dataclasses
 import os
 import threading
+import time
 from collections import deque
 
 import numpy as np
@@ -38,8 +39,12 @@ def connect(spec):
         n = spec.partition(":")[2] or str(os.cpu_count() or 1)
         if not n.isdigit() or int(n) < 1:
             raise UsageError(f"--dask local:N needs a number of workers >= 1, got {spec!r}")
-        cluster = LocalCluster(n_workers=int(n), threads_per_worker=1, processes=True,
-                               dashboard_address=":0")
+        import dask
+        # a private cluster: no GPU polling by Dask's system monitor (on a GPU machine it costs
+        # seconds of the scheduler's time per run), the dashboard on any free port
+        with dask.config.set({"distributed.diagnostics.nvml": False}):
+            cluster = LocalCluster(n_workers=int(n), threads_per_worker=1, processes=True,
+                                   dashboard_address=":0")
         client = Client(cluster)
         return client, [client, cluster]
     if "://" not in spec:
@@ -109,7 +114,10 @@ class DaskRun:
         from pymap import api, plugins
         from pymap.pipeline import RunStats
         from pymap.reference import load_reference
+        t0 = time.perf_counter()
         self.client, self.owned = connect(spec)
+        self.t_ready = time.perf_counter() - t0
+        self.t0, self.t_first, self.chunks = t0, None, 0
         try:
             self.options = dataclasses.replace(options, dask=None, threads=1, progress=False)
             self.reference = load_reference(ref_path)
@@ -125,7 +133,7 @@ class DaskRun:
             self.model = None
             self.slack = set()
             self._notes = []
-            threads = sum(self.client.nthreads().values()) or 1
+            threads = self.threads = sum(self.client.nthreads().values()) or 1
             self.in_flight = IN_FLIGHT_PER_THREAD * threads
         except BaseException:
             self.close()
@@ -180,6 +188,9 @@ class DaskRun:
     def _collect(self, future):
         text, stats, slack, notes = future.result()
         future.release()
+        self.chunks += 1
+        if self.t_first is None:
+            self.t_first = time.perf_counter() - self.t0
         merge_stats(self.stats, stats)
         self.slack.update(slack)
         self._notes.extend(n for n in notes if n not in self._notes)
@@ -189,7 +200,10 @@ class DaskRun:
         return None
 
     def notes(self):
-        return self._notes
+        timing = (f"dask: {self.threads} worker threads, cluster ready after {self.t_ready:.2f} s, first chunk "
+                  f"back after {self.t_first or 0:.2f} s, {self.chunks} chunks in "
+                  f"{time.perf_counter() - self.t0:.2f} s")
+        return self._notes + [timing]
 
     def close(self):
         for thing in self.owned:

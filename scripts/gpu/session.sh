@@ -61,7 +61,8 @@ for step in $steps; do
   dask)
     mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
     python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
-    python3 scripts/bench_output.py --ref /tmp/map/ecoli_MG1655.fa --reads /tmp/map/r150.fq --only dask \
+    # CPU scaling: no GPU filter (16 processes on one GPU would measure the GPU's sharing instead)
+    CUDA_VISIBLE_DEVICES= python3 scripts/bench_output.py --ref /tmp/map/ecoli_MG1655.fa --reads /tmp/map/r150.fq --only dask \
       -t "$(nproc)" --workers ${DASK_WORKERS:-1,2,4,8,16} --repeats 1 --batch-size 20000 --workdir /tmp/map/dask \
       --md "$OUT/dask.md" --json "$OUT/dask.json" 2> "$OUT/dask.log"; cat "$OUT/dask.md" ;;
   daskprof)
@@ -79,7 +80,7 @@ for step in $steps; do
     # BAM and --sort costs at -t 2 (samtools sort from pysam: the machine has no samtools)
     mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
     [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
-    python3 scripts/bench_output.py --ref /tmp/map/ecoli_MG1655.fa --reads /tmp/map/r150.fq --only all -t 2 \
+    CUDA_VISIBLE_DEVICES= python3 scripts/bench_output.py --ref /tmp/map/ecoli_MG1655.fa --reads /tmp/map/r150.fq --only all -t 2 \
       --repeats 1 --samtools pysam --workdir /tmp/map/output --md "$OUT/output.md" --json "$OUT/output.json" \
       2> "$OUT/output.log"; cat "$OUT/output.md" ;;
   esac
