@@ -1,0 +1,244 @@
+"""The minhash seeder: MetaCache's window sketches and top-candidate selection as a candidate generator.
+
+The reference is cut into overlapping windows, each sketched by the s smallest hashes of its canonical
+k-mers; a hash table maps each sketch value to the windows (and the k-mer's offset in them) that hold
+it. A read is sketched the same way, its sketch values looked up, the hits counted per window, the best
+ranges of contiguous windows chosen (MetaCache's top candidates) and each turned into the diagonal most
+of its hits agree on. kernels/minhash.py has the algorithm; docs/seeding.md ("minhash seeder") the
+measurements behind the defaults.
+
+    >>> from pymap.reference import load_reference
+    >>> from pymap.seeders.minhash import MinhashSeeder
+    >>> ref = load_reference("ecoli.fa.gz")                       # doctest: +SKIP
+    >>> seeder = MinhashSeeder(k=15, sketch=16, window=64)        # doctest: +SKIP
+    >>> index = seeder.build_index(ref)                           # doctest: +SKIP
+    >>> cands = seeder.candidates(index, batch, max_edits)        # doctest: +SKIP
+"""
+import numpy as np
+
+from pymap import index as idxfile
+from pymap.batch import Candidates
+from pymap.errors import IndexCorrupt, IndexMismatch
+from pymap.kernels.minhash import LOAD, MAX_K, MAX_WINDOW, build as build_arrays, query_batch
+from pymap.plugins import Seeder
+
+#: bumped when the index content changes meaning (hashes, layout); part of the mismatch check
+INDEX_VERSION = 1
+HASH_NAME = "fmix64-canonical/fmix64-slot/linear"
+
+# Defaults: MetaCache's sketch size and bucket cap; k and the window adapted to short reads and measured
+# on E. coli and a 30 Mbp genome (docs/seeding.md, "minhash seeder").
+DEFAULT_K = 15
+DEFAULT_SKETCH = 16
+DEFAULT_WINDOW = 48
+DEFAULT_BUCKET_CAP = 254
+DEFAULT_MAX_CANDS = 16
+DEFAULT_MIN_HITS = 1
+
+#: candidate slots per query call (17 bytes each): longer batches are seeded in sub-batches
+OUTPUT_LIMIT = 1 << 23
+
+BUILD_KEYS = ("k", "sketch", "window", "stride", "bucket_cap")
+
+
+def _int_option(name, value, lo, hi=None):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if value < lo or (hi is not None and value > hi):
+        rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+        raise ValueError(f"{name} must be {rng}, got {value}")
+    return value
+
+
+def check_build_params(k, sketch, window, stride, bucket_cap):
+    """Validated build parameters (ValueError naming the option)."""
+    k = _int_option("k", k, 4, MAX_K)
+    sketch = _int_option("sketch", sketch, 1, 1024)
+    window = _int_option("window", window, k, MAX_WINDOW)
+    stride = _int_option("stride", stride, 1)
+    if stride > window - k + 1:
+        raise ValueError(f"stride must be at most window - k + 1 = {window - k + 1} (a larger stride leaves "
+                         f"k-mers in no window), got {stride}")
+    bucket_cap = _int_option("bucket_cap", bucket_cap, 1, 65535)
+    return {"k": k, "sketch": sketch, "window": window, "stride": stride, "bucket_cap": bucket_cap}
+
+
+class MinhashIndex:
+    """A built or loaded minhash index: build parameters (`params`), reference identity and the table
+    arrays of kernels/minhash.py (keys, bstart, loc, over_slot, over_count, wstart, wctg)."""
+
+    def __init__(self, params, reference_info, arrays):
+        self.params = dict(params)
+        self.reference = dict(reference_info)
+        self.arrays = arrays
+        self._check()
+
+    def _check(self):
+        a = self.arrays
+        need = ("keys", "bstart", "loc", "over_slot", "over_count", "wstart", "wctg")
+        missing = [name for name in need if name not in a]
+        if missing:
+            raise IndexCorrupt(f"index lacks arrays {missing}")
+        keys, bstart, loc = a["keys"], a["bstart"], a["loc"]
+        ws, wc, osl, ocn = a["wstart"], a["wctg"], a["over_slot"], a["over_count"]
+        lengths = self.reference.get("lengths") or []
+        genome = int(sum(lengths))
+        ok = (keys.ndim == 1 and keys.shape[0] >= 1 and keys.dtype == np.uint64 and bstart.ndim == 1
+              and bstart.shape[0] == keys.shape[0] + 1 and bstart.dtype in (np.uint32, np.uint64)
+              and loc.ndim == 2 and loc.shape[1] == 2 and loc.dtype in (np.uint32, np.uint64)
+              and ws.ndim == 1 and ws.dtype == np.int64 and wc.ndim == 1
+              and wc.dtype == np.int32 and ws.shape == wc.shape and osl.ndim == 1 and osl.dtype == np.int64
+              and ocn.shape == osl.shape and ocn.dtype == np.int64)
+        if ok:
+            starts = bstart
+            # bucket bounds ascending from 0 to the number of locations (the kernels slice loc with them)
+            ok = (int(starts[0]) == 0 and int(starts[-1]) == loc.shape[0]
+                  and bool(np.all(starts[1:] >= starts[:-1])))
+        if ok and loc.shape[0]:
+            # the kernels index the window table with every location's window
+            ok = int(loc[:, 0].max()) < ws.shape[0] and int(loc[:, 1].max() >> 1) < genome
+        if ok and ws.shape[0]:
+            ok = int(wc.min()) >= 0 and int(wc.max()) < len(lengths) and int(ws.min()) >= 0 \
+                and int(ws.max()) < genome
+        if not ok:
+            raise IndexCorrupt("index arrays are inconsistent (damaged file?); "
+                               "rebuild with `pymap index REF`")
+
+    @property
+    def nbytes(self):
+        return sum(int(x.nbytes) for x in self.arrays.values())
+
+    @property
+    def n_keys(self):
+        return int(np.count_nonzero(self.arrays["keys"] != np.uint64(0xFFFFFFFFFFFFFFFF)))
+
+    @property
+    def n_locations(self):
+        return int(self.arrays["loc"].shape[0])
+
+    @property
+    def n_windows(self):
+        return int(self.arrays["wstart"].shape[0])
+
+    @property
+    def n_capped(self):
+        """Keys with more locations than bucket_cap (their buckets hold the first bucket_cap)."""
+        return int(self.arrays["over_slot"].shape[0])
+
+    def __repr__(self):
+        p = self.params
+        return (f"MinhashIndex(k={p['k']}, sketch={p['sketch']}, window={p['window']}, stride={p['stride']}, "
+                f"windows={self.n_windows}, locations={self.n_locations}, capped keys={self.n_capped}, "
+                f"{self.nbytes / 2**20:.1f} MiB)")
+
+
+class MinhashSeeder(Seeder):
+    """Minhash window sketches and top-candidate selection (MetaCache-GPU)."""
+    name = "minhash"
+    #: `--all`: every location within e wanted, so room for many candidates a read
+    all_locations_defaults = {"max_cands": 1000}
+
+    def __init__(self, k=None, sketch=None, window=None, stride=None, bucket_cap=None,
+                 max_cands=DEFAULT_MAX_CANDS, min_hits=DEFAULT_MIN_HITS):
+        self.k = None if k is None else _int_option("k", k, 4, MAX_K)
+        self.sketch = None if sketch is None else _int_option("sketch", sketch, 1, 1024)
+        self.window = None if window is None else _int_option("window", window, 4, MAX_WINDOW)
+        self.stride = None if stride is None else _int_option("stride", stride, 1)
+        self.bucket_cap = None if bucket_cap is None else _int_option("bucket_cap", bucket_cap, 1, 65535)
+        self.build_params()                 # the combination must make sense (k <= window, stride, ...)
+        self.max_cands = _int_option("max_cands", max_cands, 1, 100_000)
+        self.min_hits = _int_option("min_hits", min_hits, 1)
+
+    # ---------------------------------------------------------------- parameters
+    def build_params(self):
+        """The build parameters (stored in the index): explicit options, defaults for the rest."""
+        k = self.k if self.k is not None else DEFAULT_K
+        window = self.window if self.window is not None else max(DEFAULT_WINDOW, k)
+        stride = self.stride if self.stride is not None else window - k + 1
+        p = check_build_params(k, self.sketch if self.sketch is not None else DEFAULT_SKETCH, window, stride,
+                               self.bucket_cap if self.bucket_cap is not None else DEFAULT_BUCKET_CAP)
+        p.update(hash=HASH_NAME, load=LOAD)
+        return p
+
+    def _explicit_params(self):
+        return {key: getattr(self, key) for key in BUILD_KEYS if getattr(self, key) is not None}
+
+    # ---------------------------------------------------------------- index
+    def index_path(self, ref_path):
+        return f"{ref_path}.pymap.minhash.idx"
+
+    def build_index(self, reference):
+        p = self.build_params()
+        arrays = build_arrays(reference.codes, reference.offsets, p["k"], p["window"], p["stride"],
+                              p["sketch"], p["bucket_cap"])
+        info = {"checksum": reference.checksum, "names": list(reference.names),
+                "lengths": [int(x) for x in reference.lengths]}
+        return MinhashIndex(p, info, arrays)
+
+    def save_index(self, index, path):
+        meta = {"seeder": self.name, "index_version": INDEX_VERSION, "params": index.params,
+                "reference_checksum": index.reference["checksum"],
+                "contigs": {"names": index.reference["names"], "lengths": index.reference["lengths"]}}
+        idxfile.save_index(path, meta, index.arrays)
+
+    def load_index(self, path, reference, verify=True):
+        expect = {"seeder": self.name, "index_version": INDEX_VERSION}
+        explicit = self._explicit_params()
+        if explicit:
+            expect["params"] = explicit
+        if reference is not None:
+            expect["reference_checksum"] = reference.checksum
+        meta, arrays = idxfile.load_index(path, expect, verify=verify)
+        params = meta.get("params")
+        contigs = meta.get("contigs")
+        try:
+            if not isinstance(params, dict):
+                raise ValueError("no build parameters")
+            checked = check_build_params(*(params.get(key) for key in BUILD_KEYS))
+            if params.get("hash") != HASH_NAME:
+                raise ValueError(f"hash {params.get('hash')!r}")
+            if not isinstance(contigs, dict) or not isinstance(contigs.get("names"), list) \
+                    or not isinstance(contigs.get("lengths"), list) \
+                    or len(contigs["names"]) != len(contigs["lengths"]):
+                raise ValueError("no contig table")
+        except ValueError as exc:
+            raise IndexCorrupt(f"{path}: index header is damaged ({exc}); rebuild with `pymap index REF`") \
+                from None
+        if reference is not None and [int(x) for x in reference.lengths] != contigs["lengths"]:
+            raise IndexMismatch(f"{path}: the index was built from another reference (contig lengths "
+                                f"differ); rebuild with `pymap index REF`")
+        info = {"checksum": meta.get("reference_checksum"), "names": contigs["names"],
+                "lengths": contigs["lengths"]}
+        params = {**params, **checked}
+        try:
+            return MinhashIndex(params, info, arrays)
+        except IndexCorrupt as exc:
+            raise IndexCorrupt(f"{path}: {exc}") from None
+
+    # ---------------------------------------------------------------- queries
+    def candidates(self, index, batch, max_edits, scores=False):
+        """Candidates of a ReadBatch (sorted by read, strand, pos and unique); with scores, also the hit
+        count of the window range each came from."""
+        n = len(batch)
+        if n == 0:
+            return (Candidates.empty(), np.empty(0, np.int64)) if scores else Candidates.empty()
+        max_edits = np.ascontiguousarray(max_edits, dtype=np.int32)
+        if max_edits.shape != (n,):
+            raise ValueError(f"max_edits must hold one value per read ({n}), got shape {max_edits.shape}")
+        p = index.params
+        offsets = np.ascontiguousarray(batch.offsets, dtype=np.int64)
+        codes = np.ascontiguousarray(batch.codes, dtype=np.uint8)
+        sub = max(1, OUTPUT_LIMIT // self.max_cands)    # bound the per-read output buffers
+        parts = []
+        for r0 in range(0, n, sub):
+            r1 = min(n, r0 + sub)
+            offs = offsets[r0:r1 + 1] - offsets[r0]
+            sl = codes[int(offsets[r0]):int(offsets[r1])]
+            read, strand, pos, score = query_batch(sl, offs, max_edits[r0:r1], p["k"], p["window"],
+                                                   p["stride"], p["sketch"], self.min_hits, self.max_cands,
+                                                   index.arrays)
+            parts.append(((read + r0).astype(np.int32), strand, pos, score))
+        cat = [np.concatenate([q[i] for q in parts]) if len(parts) > 1 else parts[0][i] for i in range(4)]
+        c = Candidates(cat[0], cat[1], cat[2])
+        return (c, cat[3]) if scores else c
