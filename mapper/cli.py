@@ -112,7 +112,41 @@ def build_parser():
     _add_stage_args(p)
 
     sub.add_parser("plugins", help="list installed seeders, filters and extenders")
+    _add_count_parser(sub)
     return top
+
+
+def _add_count_parser(sub):
+    """`pymap count`: canonical k-mer counts (mapper/count.py, docs/counting.md)."""
+    p = sub.add_parser("count", help="count canonical k-mers (as jellyfish count -C)")
+    p.add_argument("files", nargs="+", metavar="FILE", help="FASTA or FASTQ, plain or gzip; - for stdin")
+    p.add_argument("-k", type=int, required=True, help="k-mer length, 1..31")
+    p.add_argument("-t", "--threads", type=int, default=0, help="threads (default: all cores)")
+    p.add_argument("-o", "--output", metavar="FILE", help="output file (default: stdout)")
+    p.add_argument("--histo", action="store_true",
+                   help="print the histogram of counts, as `jellyfish histo`, not KMER<TAB>COUNT lines")
+    for flag, default, text in (("--low", 1, "histogram low count value"),
+                                ("--high", 10000, "histogram high count value"),
+                                ("--increment", 1, "histogram bucket width")):
+        p.add_argument(flag, type=int, default=default, help=f"{text} (default: %(default)s)")
+    p.add_argument("--full", action="store_true", help="histogram: print empty buckets too")
+    p.add_argument("-m", type=int, help="minimizer length (default: k // 2, 3..11)")
+    p.add_argument("--rule", choices=["rapidgkc", "kmc2", "none"],
+                   help="signature rule of the minimizers (default: rapidgkc; none when m < 3)")
+    p.add_argument("--partitions", type=int,
+                   help="number of partitions, a power of two (default: from the input size)")
+
+
+def _count(args):
+    from pymap import count
+    jitcache.announce_compiles()
+    opt = count.CountOptions(k=args.k, m=args.m, rule=args.rule, partitions=args.partitions,
+                             threads=args.threads).check()
+    histo = dict(low=args.low, high=args.high, increment=args.increment, full=args.full)
+    with _output(args.output) as fh:
+        distinct, total = count.count_to_file(args.files, args.k, fh, histo=args.histo, histo_options=histo,
+                                              options=opt)
+    api._log(f"{total:,} {args.k}-mers, {distinct:,} distinct")
 
 
 def _filter_opts(args):
@@ -146,6 +180,12 @@ def _output(path):
     if not path or path == "-":
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
+        return
+    if os.path.isdir(path):
+        raise UsageError(f"{path}: is a directory")
+    if outfile.in_place(path):
+        with open(path, "wb") as fh:
+            yield fh
         return
     tmp = outfile.temporary(path)
     try:
@@ -191,6 +231,8 @@ def run(args, argv):
         with _output(args.output) as fh:
             n = pairfile.candidate_pairs(args.reference, args.reads, fh, _options(args), index_path=args.index)
         api._log(f"{n} candidate pairs")
+    elif args.command == "count":
+        _count(args)
     elif args.command == "plugins":
         for kind in ("seeder", "filter", "extender"):
             print(f"{kind}s:")
