@@ -11,6 +11,20 @@ def _umask():
     return mask
 
 
+def in_place(path):
+    """True for an existing path that is neither a regular file nor a directory (a device such as
+    /dev/null, a FIFO): written into directly, since renaming a file over it would replace it."""
+    return os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path)
+
+
+def scratch_base(path):
+    """Where the temporaries of an output go: beside it, or in the temporary directory for stdout
+    (None or '-') and in-place outputs."""
+    if path is None or path == "-" or in_place(path):
+        return os.path.join(tempfile.gettempdir(), "pymap")
+    return path
+
+
 def temporary(path, suffix=".part"):
     """Create an empty temporary file beside `path`; returns its name."""
     try:

@@ -57,13 +57,16 @@ def make_header(reference, command_line, read_group=None, sort=False, ref_uri=No
 
 
 def output_format(path):
-    """'sam', 'sam.gz', 'bam' or 'cram' from a file name; stdout ('-' or None) is SAM."""
+    """'sam', 'sam.gz', 'bam' or 'cram' from a file name; stdout ('-' or None), a device or a FIFO
+    without one of those extensions (/dev/null) is SAM."""
     if not path or path == "-":
         return "sam"
     low = path.lower()
     for ext in sorted(FORMATS, key=len, reverse=True):
         if low.endswith(ext):
             return FORMATS[ext]
+    if outfile.in_place(path):
+        return "sam"
     raise UsageError(f"{path}: unknown output format (use .sam, .sam.gz, .bam or .cram, or - for stdout)")
 
 
@@ -141,10 +144,12 @@ class SamWriter:
         self.format = output_format(path)
         self.sort = sort
         self.tmp = self.proc = self.ref_copy = None
-        self.index_suffix = index_suffix(self.format, max_contig_len) if sort and self.path else None
+        self.in_place = self.path is not None and outfile.in_place(self.path)
+        self.index_suffix = (index_suffix(self.format, max_contig_len) if sort and self.path and not self.in_place
+                             else None)
         to_stdout = self.path is None
         if not to_stdout:
-            self.tmp = outfile.temporary(self.path)
+            self.tmp = self.path if self.in_place else outfile.temporary(self.path)
         if self.format == "sam" and not sort:
             self.fh = sys.stdout.buffer if to_stdout else open(self.tmp, "wb")
         else:
@@ -155,8 +160,7 @@ class SamWriter:
                 ref_path, self.ref_copy = cram_reference(ref_path)
                 args += ["--reference", ref_path]
             if sort:
-                self.sort_prefix = outfile.temporary(self.path or os.path.join(tempfile.gettempdir(), "pymap"),
-                                                     ".sort.part")
+                self.sort_prefix = outfile.temporary(outfile.scratch_base(self.path), ".sort.part")
                 args = ["sort", *args, "-T", self.sort_prefix]
             else:
                 args = ["view", "-h", *args]
@@ -188,9 +192,9 @@ class SamWriter:
             finally:
                 self.proc = None
                 self._discard_temporaries()
-        if self.path is not None:
+        if self.path is not None and not self.in_place:
             publish_indexed(self.tmp, self.path, self.index_suffix)
-            self.tmp = None
+        self.tmp = None
 
     def abort(self):
         if self.fh is not None and self.fh is not sys.stdout.buffer:
@@ -203,7 +207,8 @@ class SamWriter:
             self.proc.wait()
             self.proc.err.close()
             self._discard_temporaries()
-        outfile.discard(self.tmp)
+        if not self.in_place:
+            outfile.discard(self.tmp)
 
     def _discard_temporaries(self):
         if self.sort:
@@ -253,8 +258,8 @@ class SortedPartsWriter:
         self.level = level
         self.index_suffix = index_suffix(self.format, max_contig_len) if self.path else None
         self.parts = []
+        self.where = outfile.scratch_base(self.path)
         self.tmp = None
-        self.where = self.path or os.path.join(tempfile.gettempdir(), "pymap")
 
     def write(self, sorted_bam):
         part = outfile.temporary(self.where, ".bam.part")
@@ -287,6 +292,8 @@ class SortedPartsWriter:
         if self.path is None:
             sys.stdout.flush()
             self._merge(self.parts, "-", fmt, stdout=sys.stdout.buffer)
+        elif outfile.in_place(self.path):
+            self._merge(self.parts, self.path, fmt)
         else:
             self.tmp = outfile.temporary(self.path)
             self._merge(self.parts, self.tmp, fmt)

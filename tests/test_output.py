@@ -118,3 +118,23 @@ def test_bad_level_and_extension_are_usage_errors(tmp_path, capsys):
     assert cli.main(["align", REF, READS, "-o", str(tmp_path / "x.bed")]) == 2
     assert "unknown output format" in capsys.readouterr().err
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("args", [[], ["--sort"]])
+def test_a_device_is_written_into_not_replaced(args, capsys):
+    import stat
+    assert cli.main(["align", REF, READS, "-o", os.devnull, "--no-progress", *args]) == 0
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    assert not [n for n in os.listdir(os.path.dirname(os.devnull)) if n.startswith(".null")]
+
+
+def test_a_fifo_receives_the_sam(tmp_path):
+    import threading
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))
+    reader.start()
+    _align(fifo)
+    reader.join(timeout=60)
+    assert got and got[0].count(b"\n") == 2000 + 3 and fifo.exists() and not fifo.is_file()
