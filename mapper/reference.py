@@ -1,6 +1,7 @@
 """The reference: contigs as one global array of mapping codes with contig boundaries."""
 import gzip
 import hashlib
+import os
 import zlib
 from dataclasses import dataclass
 
@@ -97,8 +98,72 @@ def parse_fasta(data, source="reference"):
     return Reference(names, offsets, codes, digest.hexdigest())
 
 
-def load_reference(path):
-    """Read a FASTA or gzipped FASTA file."""
-    ref = parse_fasta(open_maybe_gzip(path), source=str(path))
-    ref.path = str(path)
+def load_reference(path, cache=True):
+    """Read a FASTA or gzipped FASTA file, or its saved copy REF.pymap.ref (written on first use,
+    best effort): the contig table and the codes memory-mapped, so a run does not parse the FASTA
+    again. The copy is used only while the FASTA's fingerprint (file_fingerprint) is unchanged."""
+    path = str(path)
+    cached = _load_cached(path) if cache else None
+    if cached is not None:
+        return cached
+    ref = parse_fasta(open_maybe_gzip(path), source=path)
+    ref.path = path
+    if cache:
+        _save_cached(ref, path)
     return ref
+
+
+#: bumped when the saved copy's content changes meaning
+REF_CACHE_VERSION = 1
+#: bytes read from each of FINGERPRINT_SAMPLES places of the FASTA for its fingerprint
+FINGERPRINT_BLOCK = 1 << 16
+FINGERPRINT_SAMPLES = 64
+
+
+def cache_path(path):
+    return f"{path}.pymap.ref"
+
+
+def file_fingerprint(path):
+    """What identifies a FASTA file at a cost that does not grow with it: its size, modification
+    time and a CRC32 of FINGERPRINT_SAMPLES blocks spread over it (first and last included)."""
+    st = os.stat(path)
+    crc = 0
+    with open(path, "rb") as fh:
+        last = max(0, st.st_size - FINGERPRINT_BLOCK)
+        for i in range(FINGERPRINT_SAMPLES):
+            fh.seek(last * i // (FINGERPRINT_SAMPLES - 1))
+            crc = zlib.crc32(fh.read(FINGERPRINT_BLOCK), crc)
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "crc32": crc & 0xFFFFFFFF}
+
+
+def _load_cached(path):
+    from pymap import index as idxfile
+    from pymap.errors import IndexCorrupt, IndexMismatch
+    copy = cache_path(path)
+    if path == "-" or not os.path.isfile(path) or not os.path.exists(copy):
+        return None
+    try:
+        meta, arrays = idxfile.load_index(copy, {"kind": "reference", "version": REF_CACHE_VERSION,
+                                                 "fasta": file_fingerprint(path)})
+        names, checksum = meta["names"], meta["checksum"]
+        offsets, codes = arrays["offsets"], arrays["codes"]
+        if (not isinstance(names, list) or not isinstance(checksum, str) or offsets.dtype != np.int64
+                or offsets.shape != (len(names) + 1,) or offsets[0] != 0 or np.any(np.diff(offsets) <= 0)
+                or codes.dtype != np.uint8 or codes.shape != (offsets[-1],)):
+            raise IndexCorrupt(f"{copy}: inconsistent saved reference")
+    except (IndexMismatch, IndexCorrupt, KeyError, TypeError, OSError):
+        return None          # stale or damaged: the FASTA is read again and the copy rewritten
+    return Reference(list(names), offsets, codes, checksum, path)
+
+
+def _save_cached(ref, path):
+    from pymap import index as idxfile
+    if path == "-" or not os.path.isfile(path):
+        return
+    try:
+        meta = {"kind": "reference", "version": REF_CACHE_VERSION, "fasta": file_fingerprint(path),
+                "names": ref.names, "checksum": ref.checksum}
+        idxfile.save_index(cache_path(path), meta, {"offsets": ref.offsets, "codes": ref.codes})
+    except OSError:
+        pass                 # a read-only directory: later runs parse the FASTA again
