@@ -80,15 +80,19 @@ def build_index(ref_path, seeder="neighborhood", seeder_opts=None, index_path=No
     return path
 
 
-def open_index(seeder, reference, ref_path, index_path=None, save=True):
+def open_index(seeder, reference, ref_path, index_path=None, save=True, verify=True):
     """Load the saved index that matches the reference, or build (and save) one.
 
     An explicit index_path must match; the default path next to the reference is rebuilt when
-    it belongs to another reference or version."""
+    it belongs to another reference or version. verify=False: header and sizes only (a Dask
+    client, whose workers check the arrays)."""
+    import inspect
     path = index_path or seeder.index_path(ref_path)
+    # verify is pymap's own seeders' keyword; a plugin's load_index may not take it
+    quick = {} if verify or "verify" not in inspect.signature(seeder.load_index).parameters else {"verify": False}
     if os.path.exists(path):
         try:
-            return seeder.load_index(path, reference)
+            return seeder.load_index(path, reference, **quick)
         except (IndexMismatch, IndexCorrupt) as exc:
             if index_path:
                 raise

@@ -124,7 +124,7 @@ class DaskRun:
             # the client makes sure a saved index exists; workers only load it
             seeder = plugins.create("seeder", options.seeder, **options.seeder_opts)
             path = os.path.abspath(index_path or seeder.index_path(ref_path))
-            api.open_index(seeder, self.reference, ref_path, index_path)
+            api.open_index(seeder, self.reference, ref_path, index_path, verify=False)
             if not os.path.exists(path):
                 raise InputError(f"{path}: the index could not be saved, and Dask workers need it on disk")
             self.run = (f"{os.getpid()}-{id(self)}", os.path.abspath(ref_path), self.options, path, paired)
