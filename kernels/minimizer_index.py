@@ -1,0 +1,640 @@
+r"""A minimizer index and its queries: (w, m) minimizers with a signature rule, every occurrence stored,
+reads seeded with the same minimizers and their hits clustered by diagonal.
+
+Plain arrays in, plain arrays out; no I/O. mapper/seeders/minimizer.py is the seeder built on these kernels.
+The m-mer values, the signature rule and the sliding window are those of kernels/minimizers.py
+(``signature_value``, ``window_push``, ``ring_size`` are reused as they are).
+
+**Minimizers.** Every m-mer (m odd, so that no m-mer is its own reverse complement) gets its signature
+value v (kernels/minimizers.py: the smaller orientation that passes the rule, ``4**m`` when neither does)
+and an orientation bit (0 when v is the forward m-mer). The window order is ``order``:
+
+* ``ORDER_LEX``: v itself (lexicographic order with the signature rule, as the papers define minimizers);
+* ``ORDER_HASH``: ``mix(v)``, an invertible hash of the 2m-bit value (minimap2's hash64 restricted to 2m
+  bits), a random order (as minimap2). With the signature rule both orders give the density of a random
+  order, 2 / (w + 1) (docs/seeding.md).
+
+A window is w consecutive m-mers (w + m - 1 bases, no non-ACGT code). Its minimizers are *all* its m-mers
+of the smallest order value (kernels/minimizers.py chooses the rightmost one; storing every tied one makes
+the set strand-symmetric: the reverse complement of a window has the same tied m-mers, mirrored). A
+window whose m-mers all fail the rule (order value ``4**m``) has none. The minimizer occurrences of a
+sequence are the union over its windows, each once, in position order. Hence: **a stretch of w + m - 1
+bases that a read shares with the reference, on either strand, yields at least one common minimizer
+occurrence** (unless all its m-mers fail the rule: poly-A, AC repeats and the like), and that hit lies on
+the true diagonal.
+
+**Table key.** Whatever the window order, the table is keyed by ``mix(v)`` (< 4**m): random keys whose
+top b bits address a bucket (about BUCKET_KEYS keys a bucket) and whose other 2m - b bits are stored
+(quotienting: 2 bytes a key for E. coli and for a 1 Gbp genome). Most keys occur once: their occurrence
+is stored in place of a pointer. An occurrence is position << 1 | orientation; the flag is val's top bit;
+a record's occurrences are ascending.
+
+| array | type | content |
+|---|---|---|
+| ``bucket`` | uint32/64[2^b + 1] | keys of bucket t are ``keys[bucket[t]:bucket[t + 1]]`` |
+| ``keys`` | uint16/32/64[K] | the low 2m - b bits of each distinct key, ascending within its bucket |
+| ``val`` | uint32/64[K] | one occurrence (flag bit clear), or flag \| index of the key's record in multi |
+| ``multi`` | uint32/64[M] | records of keys seen c >= 2 times: c, then c occurrences (none if c > max_occ) |
+
+A key with more than ``max_occ`` occurrences is *masked*: its occurrences are not stored but its count
+is, so a query knows that a read's minimizer hit an over-represented repeat rather than nothing. The
+build is deterministic (independent of the thread count).
+
+**Queries** (``query_batch``). A read's minimizer occurrences (q, o_r) are looked up (stage by stage:
+buckets, keys, ranges, so that independent cache misses overlap); an occurrence (p, o_p) of the same key
+gives strand s = o_r xor o_p and the diagonal p - q (s = 0) or p - (L - m - q) (s = 1: the start of the
+reverse-complemented read). The hits of each strand are clustered by diagonal with the neighborhood
+seeder's kernel (kernels/diagonal_clusters.py: single linkage within max_edits, the most-hit diagonal of a
+cluster, a runner-up for clusters stretched by tandem repeats, support = distinct read minimizers,
+clusters below min_hits dropped). Clusters supported by fewer than min_frac times the minimizers of the
+read's best cluster (both strands) are dropped, then the read keeps its max_cands best supported clusters
+(ties: strand 0 first, then smaller position), output sorted by (strand, pos). Per read it also reports
+how many minimizers it has, how many hit a masked key and the largest masked count. Reads are independent:
+ranges of reads run on threads (threads.py) with identical output for any thread count.
+
+**Build** (``build``). Contigs are cut into pieces of PIECE positions (each running w + m - 2 bases into the
+next, so that every window is scanned by one piece); threads scan pieces twice: once counting the
+occurrences of each (piece, partition) (partition: the top bits of the key), then writing each occurrence
+straight to its place in partition-major arrays (keys int64, occurrences uint32 or uint64). Each partition
+is then sorted by key (stable: positions stay ascending), the repeats of the pieces' overlaps dropped and
+its part of the table written. Peak memory: 12 bytes per minimizer occurrence (about 0.22 a base at w = 8:
+2.7 bytes a base) plus the table and the reference.
+"""
+import numpy as np
+from numba import njit
+
+from pymap.kernels.diagonal_clusters import HIT_BIAS, HIT_SHIFT, cluster_hits
+from pymap.kernels.minimizers import ring_size, signature_value, window_push
+from pymap.kernels.sorting import sort_pairs
+from pymap.kernels.threads import range_bounds, run_ranges
+
+ORDER_LEX = 0
+ORDER_HASH = 1
+ORDERS = {"lex": ORDER_LEX, "hash": ORDER_HASH}
+#: positions per piece of a contig in the build (pieces overlap by w + m - 2 bases; threads take pieces)
+PIECE = 1 << 18
+
+
+# ------------------------------------------------------------------------------------------ hashing
+
+@njit(inline="always")
+def mix(x, mask):
+    """minimap2's hash64 restricted to the bits of mask (2m bits): a bijection of [0, 4**m)."""
+    x = (~x + (x << 21)) & mask
+    x = x ^ (x >> 24)
+    x = ((x + (x << 3)) + (x << 8)) & mask
+    x = x ^ (x >> 14)
+    x = ((x + (x << 2)) + (x << 4)) & mask
+    x = x ^ (x >> 28)
+    x = (x + (x << 31)) & mask
+    return x
+
+
+@njit(cache=True)
+def mix_value(x, m):
+    """mix for Python callers (tests)."""
+    return mix(np.int64(x), (np.int64(1) << (2 * m)) - 1)
+
+
+# ------------------------------------------------------------------------------------ minimizers
+
+@njit(cache=True, nogil=True)
+def scan_minimizers(codes, a, b, m, w, rule, order, ring, oring, out_key, out_occ, cursor, pshift, fill):
+    """The minimizer occurrences (module doc) of codes[a:b] as one sequence, in position order, routed by
+    partition: an occurrence of table key kv = mix(v) belongs to partition kv >> pshift (pshift = 2m: one
+    partition). Without fill, cursor[part] counts them; with fill, the occurrence goes to index
+    cursor[part] (then incremented): the key to out_key, (position << 1 | orientation) to out_occ
+    (positions global, i.e. indexes into codes). ring, oring: int64 scratch of ring_size(w)."""
+    mask = (np.int64(1) << (2 * m)) - 1
+    shift = 2 * (m - 1)
+    inf = np.int64(1) << (2 * m)
+    k = w + m - 1
+    cm = ring.shape[0] - 1
+    fwd = np.int64(0)
+    rc = np.int64(0)
+    run = 0
+    cur_v = np.int64(-1)
+    cur_p = np.int64(-1)
+    last = np.int64(-1)
+    for j in range(a, b):
+        c = np.int64(codes[j])
+        if c > 3:
+            run = 0
+            cur_p = -1
+            continue
+        fwd = ((fwd << 2) | c) & mask
+        rc = (rc >> 2) | ((3 - c) << shift)
+        run += 1
+        if run < m:
+            continue
+        p = j - m + 1
+        sv = signature_value(fwd, rc, m, rule)
+        ov = sv
+        if order == ORDER_HASH and sv < inf:
+            ov = mix(sv, mask)
+        oring[p & cm] = np.int64(sv != fwd)
+        cur_v, cur_p = window_push(ring, cm, w, ov, p, cur_v, cur_p)
+        if run >= k and cur_p != last and cur_v < inf:
+            lo = j - k + 1                      # the window's first m-mer
+            if lo <= last:
+                lo = last + 1
+            for t in range(lo, cur_p + 1):
+                if t == cur_p or ring[t & cm] == cur_v:
+                    # the ring holds order values: the table key is mix(v) in both orders
+                    kv = ring[t & cm] if order == ORDER_HASH else mix(ring[t & cm], mask)
+                    part = kv >> pshift
+                    if fill:
+                        x = cursor[part]
+                        out_key[x] = kv
+                        out_occ[x] = (np.int64(t) << 1) | oring[t & cm]
+                    cursor[part] += 1
+            last = cur_p
+
+
+@njit(cache=True, nogil=True)
+def _scan_pieces(p0, p1, codes, pa, pb, m, w, rule, order, cursors, pshift, out_key, out_occ, fill):
+    """scan_minimizers of pieces p0..p1-1, piece p with the cursor row cursors[p]."""
+    cap = ring_size(w)
+    ring = np.empty(cap, np.int64)
+    oring = np.empty(cap, np.int64)
+    for p in range(p0, p1):
+        scan_minimizers(codes, pa[p], pb[p], m, w, rule, order, ring, oring, out_key, out_occ, cursors[p],
+                        pshift, fill)
+
+
+@njit(cache=True, nogil=True)
+def _keep_increasing(keys, occ, keep):
+    """keep[i]: occ[i] >> 1 is larger than every earlier position of the same key (keys grouped, each
+    group in the order the pieces emitted it): drops the repeats of the pieces' overlaps (a piece emits
+    no new position below one its predecessor emitted). Returns the number kept."""
+    best = np.int64(-1)
+    n = 0
+    for i in range(occ.shape[0]):
+        if i == 0 or keys[i] != keys[i - 1]:
+            best = -1
+        p = np.int64(occ[i]) >> 1
+        keep[i] = p > best
+        if p > best:
+            best = p
+            n += 1
+    return n
+
+
+def pieces(offsets, k, piece=PIECE):
+    """(starts, ends) of the pieces the build scans: every contig cut every `piece` bases, each piece
+    running k - 1 bases into the next so that every window lies in exactly one piece's window range."""
+    offsets = np.asarray(offsets, np.int64)
+    lens = np.diff(offsets)
+    npc = np.maximum(1, (lens + piece - 1) // piece)
+    ctg = np.repeat(np.arange(lens.size), npc)
+    j = np.arange(int(npc.sum()), dtype=np.int64) - np.repeat(np.cumsum(npc) - npc, npc)
+    pa = offsets[:-1][ctg] + j * piece
+    pb = np.minimum(pa + piece + k - 1, offsets[1:][ctg])
+    return pa, pb
+
+
+def partitioned_occurrences(codes, offsets, m, w, rule, order, pbits, piece=PIECE, odtype=np.int64):
+    """(keys int64, occ odtype, bounds int64[2^pbits + 1]) of every minimizer occurrence, grouped by
+    partition (the top pbits bits of the key: partition t is [bounds[t], bounds[t + 1])), within a
+    partition in piece order, each piece's in position order. The pieces' overlaps may repeat an
+    occurrence (_keep_increasing drops them). On threads over pieces, two passes (count, fill): the
+    arrays are written in place, 8 + odtype's bytes an occurrence."""
+    codes = np.ascontiguousarray(codes, np.uint8)
+    pa, pb = pieces(offsets, w + m - 1, piece)
+    npcs = pa.shape[0]
+    nparts = 1 << pbits
+    pshift = 2 * m - pbits
+    counts = np.zeros((npcs, nparts), np.int64)
+    dummy_k = np.empty(0, np.int64)
+    dummy_o = np.empty(0, odtype)
+    bounds_p = range_bounds(npcs, 1)
+    run_ranges(_scan_pieces, bounds_p, codes, pa, pb, m, w, rule, order, counts, pshift, dummy_k, dummy_o,
+               False)
+    per_part = counts.sum(axis=0)
+    bounds = np.zeros(nparts + 1, np.int64)
+    np.cumsum(per_part, out=bounds[1:])
+    cursors = np.ascontiguousarray(bounds[None, :-1] + np.cumsum(counts, axis=0) - counts)   # [piece, part]
+    del counts
+    total = int(bounds[-1])
+    keys = np.empty(total, np.int64)
+    occ = np.empty(total, odtype)
+    run_ranges(_scan_pieces, bounds_p, codes, pa, pb, m, w, rule, order, cursors, pshift, keys, occ, True)
+    return keys, occ, bounds
+
+
+def minimizer_occurrences(codes, offsets, m, w, rule, order, piece=PIECE):
+    """(keys int64, occ int64) of every minimizer occurrence of the sequences (CSR codes, offsets), each
+    once, in position order."""
+    keys, occ, _ = partitioned_occurrences(codes, offsets, m, w, rule, order, 0, piece)
+    keep = np.empty(keys.shape[0], np.bool_)
+    ones = np.zeros(keys.shape[0], np.int64)             # one group: every key 0
+    if _keep_increasing(ones, occ, keep) < keys.shape[0]:
+        keys, occ = keys[keep], occ[keep]
+    return keys, occ
+
+
+# ------------------------------------------------------------------------------------------- build
+
+#: distinct keys a bucket (on average): a bucket's keys fit in one or two cache lines
+BUCKET_KEYS = 8
+#: most partitions of the build (2^PART_BITS): one partition's occurrences are sorted at a time
+PART_BITS = 8
+
+
+def bucket_bits(genome_len, m, w):
+    """b: about BUCKET_KEYS distinct keys a bucket for the 2 / (w + 1) minimizers a base expected,
+    at most 2m bits and 30 (from the genome length, so that it does not depend on how the build runs)."""
+    expect = 2.0 * max(genome_len, 1) / (w + 1)
+    b = int(np.floor(np.log2(expect / BUCKET_KEYS))) if expect > 2 * BUCKET_KEYS else 0
+    return int(min(max(b, 0), 2 * m, 30))
+
+
+def flag_of(dtype):
+    """The flag bit of val as an int64 (uint64's top bit is int64's sign bit)."""
+    return np.int64(1 << 31) if np.dtype(dtype) == np.uint32 else np.int64(-(1 << 63))
+
+
+@njit(cache=True, nogil=True)
+def _fill(counts, occ, max_occ, flag, j0, val, multi):
+    """val and multi (module doc) of one partition from the occurrence counts of its keys (in key order)
+    and their occurrences (sorted by key, then position); records are numbered from j0."""
+    e = 0
+    j = 0
+    for i in range(counts.shape[0]):
+        c = counts[i]
+        if c == 1:
+            val[i] = occ[e]
+        else:
+            val[i] = flag | (j0 + j)
+            multi[j] = c
+            j += 1
+            if c <= max_occ:
+                for t in range(c):
+                    multi[j] = occ[e + t]
+                    j += 1
+        e += c
+    return j
+
+
+def build(codes, offsets, m, w, rule, order, max_occ, piece=PIECE, wide=False):
+    """The table arrays (module doc) of a reference (codes uint8 0..3, 4 = N; offsets int64[n + 1]).
+    val and multi are uint32 when every value fits in 31 bits (genomes under 1 Gbp), else (or with
+    wide) uint64. Memory: 8 + 4 bytes a minimizer occurrence (16 with uint64) while the occurrences are
+    sorted partition by partition, plus the table."""
+    genome = int(codes.shape[0])
+    vdtype = np.uint32 if 2 * genome + 1 < (1 << 31) and not wide else np.uint64
+    b = bucket_bits(genome, m, w)
+    pbits = min(PART_BITS, b)
+    low_bits = 2 * m - b
+    keys, occ, pbounds = partitioned_occurrences(codes, offsets, m, w, rule, order, pbits, piece, vdtype)
+    flag = flag_of(vdtype)
+    kdtype = np.uint16 if low_bits <= 16 else (np.uint32 if low_bits <= 32 else np.uint64)
+    sub = 1 << (b - pbits)                               # buckets a partition
+    out_keys, out_val, out_multi, out_bcount = [], [], [], []
+    j0 = 0
+    for t in range(1 << pbits):
+        lo, hi = int(pbounds[t]), int(pbounds[t + 1])
+        k = keys[lo:hi]
+        o = occ[lo:hi]
+        srt = np.argsort(k, kind="stable")               # a key's occurrences stay in emission order
+        k = k[srt]
+        o = o[srt]
+        del srt
+        keep = np.empty(k.shape[0], np.bool_)
+        if _keep_increasing(k, o, keep) < k.shape[0]:
+            k, o = k[keep], o[keep]
+        del keep
+        n = k.shape[0]
+        new = np.ones(n, np.bool_)
+        new[1:] = k[1:] != k[:-1]
+        first = np.flatnonzero(new)
+        ukeys = k[first]
+        counts = np.diff(np.append(first, n))
+        del k, new, first
+        multi_keys = counts >= 2
+        msize = int(np.count_nonzero(multi_keys)) + int(counts[multi_keys & (counts <= max_occ)].sum())
+        val = np.empty(ukeys.shape[0], vdtype)
+        multi = np.empty(msize, vdtype)
+        _fill(counts, o, max_occ, flag, j0, val, multi)
+        j0 += msize
+        out_bcount.append(np.bincount((ukeys >> low_bits) - t * sub, minlength=sub))
+        out_keys.append((ukeys & ((np.int64(1) << low_bits) - 1)).astype(kdtype))
+        out_val.append(val)
+        out_multi.append(multi)
+        del o, ukeys, counts
+    del keys, occ
+    bcount = np.concatenate(out_bcount)
+    nk = int(bcount.sum())
+    bucket = np.zeros(bcount.shape[0] + 1, np.uint32 if nk < (1 << 32) else np.uint64)
+    np.cumsum(bcount, out=bucket[1:])
+    return {"bucket": bucket, "keys": np.concatenate(out_keys), "val": np.concatenate(out_val),
+            "multi": np.concatenate(out_multi)}
+
+
+@njit(cache=True, nogil=True)
+def table_consistent(bucket, keys, val, multi, flag, max_occ, genome, low_bits):
+    """True when the arrays can be queried without reading outside them: bucket ascending from 0 to
+    len(keys), keys below 2^low_bits and ascending within each bucket, every single occurrence and every
+    stored occurrence inside the genome, and the records of val tiling multi in key order (each a count
+    >= 2, then that many occurrences unless masked). One pass, no temporary arrays."""
+    K = keys.shape[0]
+    M = multi.shape[0]
+    if val.shape[0] != K or np.int64(bucket[0]) != 0 or np.int64(bucket[bucket.shape[0] - 1]) != K:
+        return False
+    lim = np.uint64(1) << np.uint64(low_bits) if low_bits < 64 else np.uint64(0)
+    for t in range(bucket.shape[0] - 1):
+        lo = np.int64(bucket[t])
+        hi = np.int64(bucket[t + 1])
+        if hi < lo:
+            return False
+        for i in range(lo, hi):
+            x = np.uint64(keys[i])
+            if low_bits < 64 and x >= lim:
+                return False
+            if i > lo and x <= np.uint64(keys[i - 1]):
+                return False
+    j = np.int64(0)
+    for i in range(K):
+        v = np.int64(val[i])
+        if (v & flag) == 0:
+            if (v >> 1) >= genome or v < 0:
+                return False
+            continue
+        if (v & ~flag) != j or j >= M:
+            return False
+        c = np.int64(multi[j])
+        if c < 2:
+            return False
+        j += 1
+        if c <= max_occ:
+            if j + c > M:
+                return False
+            for t in range(j, j + c):
+                if (np.int64(multi[t]) >> 1) >= genome or np.int64(multi[t]) < 0:
+                    return False
+            j += c
+    return j == M
+
+
+# ------------------------------------------------------------------------------------------ lookups
+
+@njit(cache=True, nogil=True, inline="always")
+def find_key(bucket, keys, key, low_bits):
+    """Index of table key `key` in keys, -1 when absent (binary search within its bucket)."""
+    t = key >> low_bits
+    lo = np.int64(bucket[t])
+    hi = np.int64(bucket[t + 1])
+    low = key & ((np.int64(1) << low_bits) - 1)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        x = np.int64(keys[mid])
+        if x < low:
+            lo = mid + 1
+        elif x > low:
+            hi = mid
+        else:
+            return mid
+    return np.int64(-1)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def key_range(val, multi, i, flag, max_occ):
+    """(first, end, count) of key index i: its occurrences are occ_at(val, multi, i, t) for t in
+    [first, end) (first == -1: the single one in val[i]); count: all its occurrences, masked or not."""
+    v = np.int64(val[i])
+    if (v & flag) == 0:
+        return np.int64(-1), np.int64(0), np.int64(1)
+    j = v & ~flag
+    c = np.int64(multi[j])
+    if c > max_occ:
+        return j + 1, j + 1, c
+    return j + 1, j + 1 + c, c
+
+
+@njit(cache=True, nogil=True)
+def lookup(bucket, keys, val, multi, key, low_bits, flag, max_occ):
+    """The occurrences (position << 1 | orientation, int64 array; empty when masked) and the count of a
+    table key (0: absent). For tests and tools; the query kernel inlines the same steps."""
+    i = find_key(bucket, keys, key, low_bits)
+    if i < 0:
+        return np.empty(0, np.int64), np.int64(0)
+    a, b, c = key_range(val, multi, i, flag, max_occ)
+    if a < 0:
+        out = np.empty(1, np.int64)
+        out[0] = np.int64(val[i])
+        return out, c
+    out = np.empty(b - a, np.int64)
+    for t in range(a, b):
+        out[t - a] = np.int64(multi[t])
+    return out, c
+
+
+# ------------------------------------------------------------------------------------------ queries
+
+@njit(cache=True, nogil=True)
+def _grow1(a, need):
+    if need <= a.shape[0]:
+        return a
+    b = np.empty(max(need, 2 * a.shape[0]), a.dtype)
+    b[:a.shape[0]] = a
+    return b
+
+
+@njit(cache=True, nogil=True)
+def query_reads(r0, r1, codes, offsets, max_edits, m, w, rule, order, low_bits, flag, max_occ, min_hits,
+                min_frac, max_cands, bucket, keys, val, multi, out_strand, out_pos, out_cnt, n_seeds,
+                n_masked, masked_max):
+    """query_batch for reads r0..r1-1 (one range, one thread; scratch buffers grow as needed)."""
+    cap = ring_size(w)
+    ring = np.empty(cap, np.int64)
+    oring = np.empty(cap, np.int64)
+    mk = np.empty(256, np.int64)
+    mo = np.empty(256, np.int64)
+    lk = np.empty((256, 3), np.int64)
+    h0 = np.empty(1024, np.int64)
+    h1 = np.empty(1024, np.int64)
+    stamp = np.zeros(256, np.int64)
+    st = np.int64(0)
+    cpos = np.empty(1024, np.int64)
+    csup = np.empty(1024, np.int64)
+    apos = np.empty(256, np.int64)
+    asup = np.empty(256, np.int64)
+    aidx = np.empty(256, np.int64)
+    cursor = np.zeros(1, np.int64)
+    for r in range(r0, r1):
+        a = offsets[r]
+        b = offsets[r + 1]
+        L = b - a
+        out_cnt[r] = 0
+        n_seeds[r] = 0
+        n_masked[r] = 0
+        masked_max[r] = 0
+        if L < w + m - 1:
+            continue
+        mk = _grow1(mk, L)
+        mo = _grow1(mo, L)
+        cursor[0] = 0
+        scan_minimizers(codes, a, b, m, w, rule, order, ring, oring, mk, mo, cursor, 2 * m, True)
+        ns = cursor[0]
+        n_seeds[r] = ns
+        if ns == 0:
+            continue
+        if ns > lk.shape[0]:
+            lk = np.empty((2 * ns, 3), np.int64)
+        # ---- lookups stage by stage: buckets, keys, occurrence ranges (independent misses overlap)
+        for q in range(ns):
+            t = mk[q] >> low_bits
+            lk[q, 0] = np.int64(bucket[t])
+            lk[q, 1] = np.int64(bucket[t + 1])
+        total = np.int64(0)
+        for q in range(ns):
+            lo = lk[q, 0]
+            hi = lk[q, 1]
+            low = mk[q] & ((np.int64(1) << low_bits) - 1)
+            idx = np.int64(-1)
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                x = np.int64(keys[mid])
+                if x < low:
+                    lo = mid + 1
+                elif x > low:
+                    hi = mid
+                else:
+                    idx = mid
+                    break
+            lk[q, 2] = idx
+        nm = 0
+        mmax = np.int64(0)
+        for q in range(ns):
+            i = lk[q, 2]
+            if i < 0:
+                lk[q, 0] = 0
+                lk[q, 1] = 0
+                continue
+            s0, s1, c = key_range(val, multi, i, flag, max_occ)
+            if s0 < 0:                          # the single occurrence, in val
+                lk[q, 0] = -1 - i
+                lk[q, 1] = 0
+                total += 1
+                continue
+            lk[q, 0] = s0
+            lk[q, 1] = s1
+            if c > max_occ:
+                nm += 1
+                if c > mmax:
+                    mmax = c
+            total += s1 - s0
+        n_masked[r] = nm
+        masked_max[r] = mmax
+        if total == 0:
+            continue
+        # ---- hits per strand: (diagonal + bias) << shift | seed index
+        h0 = _grow1(h0, total)
+        h1 = _grow1(h1, total)
+        n0 = 0
+        n1 = 0
+        for q in range(ns):
+            qp = (mo[q] >> 1) - a
+            qo = mo[q] & 1
+            e0 = lk[q, 0]
+            e1 = lk[q, 1]
+            if e0 < 0:                          # a single occurrence: val[-1 - e0]
+                e1 = e0 + 1
+            for e in range(e0, e1):
+                v = np.int64(val[-1 - e]) if e < 0 else np.int64(multi[e])
+                p = v >> 1
+                if (v & 1) == qo:
+                    h0[n0] = ((p - qp + HIT_BIAS) << HIT_SHIFT) | q
+                    n0 += 1
+                else:
+                    h1[n1] = ((p - (L - m - qp) + HIT_BIAS) << HIT_SHIFT) | q
+                    n1 += 1
+        if ns > stamp.shape[0]:
+            stamp = np.zeros(2 * ns, np.int64)
+            st = 0
+        need = max(n0, n1)
+        if need > cpos.shape[0]:
+            cpos = np.empty(2 * need, np.int64)
+            csup = np.empty(2 * need, np.int64)
+        # ---- clusters of both strands, then the max_cands best supported
+        nc = 0
+        for s in range(2):
+            hh = h0 if s == 0 else h1
+            nh = n0 if s == 0 else n1
+            c, st = cluster_hits(hh, nh, max_edits[r], min_hits, need + 2, stamp, st, cpos, csup, cpos)
+            if nc + c > apos.shape[0]:
+                apos = _grow1(apos, 2 * (nc + c))
+                asup = _grow1(asup, 2 * (nc + c))
+                aidx = _grow1(aidx, 2 * (nc + c))
+            for t in range(c):
+                apos[nc] = cpos[t]
+                asup[nc] = -csup[t]
+                aidx[nc] = s
+                nc += 1
+        if min_frac > 0.0 and nc > 1:
+            # drop clusters supported by less than min_frac of the best one's minimizers
+            best = np.int64(0)
+            for t in range(nc):
+                if -asup[t] > best:
+                    best = -asup[t]
+            kept = 0
+            for t in range(nc):
+                if -asup[t] >= min_frac * best:
+                    apos[kept] = apos[t]
+                    asup[kept] = asup[t]
+                    aidx[kept] = aidx[t]
+                    kept += 1
+            nc = kept
+        base = r * max_cands
+        if nc <= max_cands:
+            for t in range(nc):
+                out_strand[base + t] = aidx[t]
+                out_pos[base + t] = apos[t]
+            out_cnt[r] = nc
+            continue
+        # more clusters than max_cands: the best supported (stable: strand 0 first, then position)
+        order_ = np.empty(nc, np.int64)
+        key = np.empty(nc, np.int64)
+        for t in range(nc):
+            order_[t] = t
+            key[t] = asup[t]
+        sort_pairs(key, order_, nc)
+        sel = order_[:max_cands].copy()
+        sel.sort()
+        for t in range(max_cands):
+            out_strand[base + t] = aidx[sel[t]]
+            out_pos[base + t] = apos[sel[t]]
+        out_cnt[r] = max_cands
+
+
+def query_batch(codes, offsets, max_edits, m, w, rule, order, max_occ, min_hits, min_frac, max_cands, arrays):
+    """Candidates of every read of a batch: (read int64, strand int8, pos int64) sorted by (read, strand,
+    pos) and unique, and per read (n_seeds, n_masked, masked_max): its minimizers, those that hit a
+    masked key, the largest masked count. codes: the reads' mapping codes concatenated, offsets int64[n + 1],
+    max_edits int32[n]. Parallel over ranges of reads (threads.py); the result does not depend on the
+    thread count."""
+    n = offsets.shape[0] - 1
+    out_strand = np.empty(n * max_cands, np.int8)
+    out_pos = np.empty(n * max_cands, np.int64)
+    out_cnt = np.zeros(n, np.int64)
+    n_seeds = np.zeros(n, np.int64)
+    n_masked = np.zeros(n, np.int64)
+    masked_max = np.zeros(n, np.int64)
+    a = arrays
+    low_bits = low_bits_of(a, m)
+    if n:
+        run_ranges(query_reads, range_bounds(n, 64), codes, offsets, max_edits, m, w, rule, order, low_bits,
+                   flag_of(a["val"].dtype), max_occ, min_hits, float(min_frac), max_cands, a["bucket"],
+                   a["keys"], a["val"], a["multi"], out_strand, out_pos, out_cnt, n_seeds, n_masked,
+                   masked_max)
+    read = np.repeat(np.arange(n, dtype=np.int64), out_cnt)
+    first = np.cumsum(out_cnt) - out_cnt
+    idx = read * max_cands + (np.arange(read.shape[0], dtype=np.int64) - first[read])
+    return read, out_strand[idx], out_pos[idx], (n_seeds, n_masked, masked_max)
+
+
+def low_bits_of(arrays, m):
+    """2m - b for a table with 2^b buckets."""
+    nb = arrays["bucket"].shape[0] - 1
+    b = int(nb).bit_length() - 1
+    return 2 * m - b

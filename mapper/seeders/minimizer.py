@@ -1,0 +1,315 @@
+"""The minimizer seeder: (w, m) minimizers with a signature rule, every occurrence indexed, diagonals
+clustered into candidates.
+
+Minimizers are those of kernels/minimizers.py (canonical m-mers, the RapidGKC signature rule, so that
+low-complexity m-mers such as AAA... are never chosen; windows of w consecutive m-mers), every tied
+minimum of a window kept so that both strands share them. The index (kernels/minimizer_index.py) stores
+every occurrence (position, orientation) under its minimizer; a minimizer with more than max_occ
+occurrences is masked at build time (occurrences dropped, count kept). A read is cut into the same
+minimizers (a stretch of w + m - 1 bases shared with the reference always shares one), each hit gives a
+diagonal on a strand, and the diagonals are clustered as in the neighborhood seeder
+(kernels/diagonal_clusters.py). docs/seeding.md ("minimizer seeder") has the measurements behind the
+defaults.
+
+    >>> from pymap.reference import load_reference
+    >>> from pymap.seeders.minimizer import MinimizerSeeder
+    >>> ref = load_reference("ecoli.fa.gz")                       # doctest: +SKIP
+    >>> seeder = MinimizerSeeder(w=8)                             # doctest: +SKIP
+    >>> index = seeder.build_index(ref)                           # doctest: +SKIP
+    >>> cands = seeder.candidates(index, batch, max_edits)        # doctest: +SKIP
+    >>> cands, rep = seeder.candidates(index, batch, max_edits, repeats=True)   # doctest: +SKIP
+    >>> rep["masked"]      # per read: minimizers that hit a masked (over-represented) key  # doctest: +SKIP
+"""
+import math
+
+import numpy as np
+
+from pymap import index as idxfile
+from pymap.batch import Candidates
+from pymap.errors import IndexCorrupt, IndexMismatch
+from pymap.kernels.diagonal_clusters import HIT_BIAS
+from pymap.kernels.minimizer_index import (ORDERS, build as build_arrays, flag_of, low_bits_of, query_batch,
+                                           table_consistent)
+from pymap.kernels.minimizers import RULES
+from pymap.plugins import Seeder
+
+#: bumped when the index content changes meaning (hash, layout); part of the mismatch check
+INDEX_VERSION = 1
+HASH_NAME = "mm2-hash64/bucketed-sorted"
+
+# Defaults measured on E. coli, the 30 Mbp genome and the divergent sets (docs/seeding.md).
+DEFAULT_W = 8
+DEFAULT_RULE = "rapidgkc"
+DEFAULT_ORDER = "lex"
+DEFAULT_MAX_OCC = 1000
+DEFAULT_MAX_CANDS = 64
+DEFAULT_MIN_HITS = 1
+DEFAULT_MIN_FRAC = 0.2
+#: m = ceil(log4(genome length)) + M_MARGIN, made odd (upwards), within M_MIN..M_MAX
+M_MARGIN = 1
+M_MIN = 11
+M_MAX = 27
+
+#: candidate slots per query call (17 bytes each): longer batches are seeded in sub-batches
+OUTPUT_LIMIT = 1 << 23
+
+BUILD_KEYS = ("m", "w", "rule", "order", "max_occ")
+
+
+def default_m(genome_len):
+    """m for a genome of genome_len bases: ceil(log4(genome_len)) + M_MARGIN, odd, in M_MIN..M_MAX.
+    E. coli (4.6 Mbp): 13; 30 Mbp: 15; 1 Gbp: 17; human (3.1 Gbp): 17."""
+    m = math.ceil(math.log(max(genome_len, 16), 4)) + M_MARGIN
+    m += 1 - m % 2
+    return int(min(M_MAX, max(M_MIN, m)))
+
+
+def _int_option(name, value, lo, hi=None):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if value < lo or (hi is not None and value > hi):
+        rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+        raise ValueError(f"{name} must be {rng}, got {value}")
+    return value
+
+
+def _m_option(m):
+    m = _int_option("m", m, 3, M_MAX)
+    if m % 2 == 0:
+        raise ValueError(f"m must be odd (an even m-mer can be its own reverse complement, whose strand is "
+                         f"undefined), got {m}")
+    return m
+
+
+def _choice(name, value, choices):
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def check_build_params(m, w, rule, order, max_occ):
+    """Validated build parameters (ValueError naming the option)."""
+    return {"m": _m_option(m), "w": _int_option("w", w, 1, 255), "rule": _choice("rule", rule, RULES),
+            "order": _choice("order", order, ORDERS), "max_occ": _int_option("max_occ", max_occ, 1, 1 << 31)}
+
+
+class MinimizerIndex:
+    """A built or loaded minimizer index: build parameters (`params`), reference identity and the arrays
+    of kernels/minimizer_index.py (bucket, keys, val, multi)."""
+
+    def __init__(self, params, reference_info, arrays):
+        self.params = dict(params)
+        self.reference = dict(reference_info)
+        self.arrays = arrays
+        self._check()
+
+    def _check(self):
+        """Every array the kernels index with is in range (a damaged index must not crash them)."""
+        a = self.arrays
+        need = ("bucket", "keys", "val", "multi")
+        missing = [name for name in need if name not in a]
+        if missing:
+            raise IndexCorrupt(f"index lacks arrays {missing}")
+        if not self._consistent(a):
+            raise IndexCorrupt("index arrays are inconsistent (damaged file?); "
+                               "rebuild with `pymap index REF`")
+
+    def _consistent(self, a):
+        bucket, keys, val, multi = a["bucket"], a["keys"], a["val"], a["multi"]
+        m = int(self.params["m"])
+        genome = int(sum(self.reference.get("lengths") or []))
+        if not all(x.ndim == 1 for x in (bucket, keys, val, multi)):
+            return False
+        if bucket.dtype not in (np.uint32, np.uint64) or keys.dtype not in (np.uint16, np.uint32, np.uint64) \
+                or val.dtype not in (np.uint32, np.uint64) or multi.dtype != val.dtype:
+            return False
+        nb = bucket.shape[0] - 1
+        if nb < 1 or nb & (nb - 1) or nb.bit_length() - 1 > min(2 * m, 30):
+            return False
+        return bool(table_consistent(bucket, keys, val, multi, flag_of(val.dtype),
+                                     int(self.params["max_occ"]), genome, low_bits_of(a, m)))
+
+    @property
+    def nbytes(self):
+        return sum(int(x.nbytes) for x in self.arrays.values())
+
+    @property
+    def n_keys(self):
+        return int(self.arrays["keys"].shape[0])
+
+    def _records(self):
+        a = self.arrays
+        flag = np.uint64(1 << (8 * a["val"].dtype.itemsize - 1))
+        v = a["val"].astype(np.uint64)
+        rec = (v[(v & flag) != 0] & ~flag).astype(np.int64)
+        return rec, a["multi"][rec].astype(np.int64)
+
+    @property
+    def n_occurrences(self):
+        """Occurrences stored (masked keys' occurrences not counted)."""
+        _, counts = self._records()
+        return self.n_keys - counts.size + int(counts[counts <= int(self.params["max_occ"])].sum())
+
+    @property
+    def masked_counts(self):
+        """Occurrence counts of the masked keys (int64, in key order)."""
+        _, counts = self._records()
+        return counts[counts > int(self.params["max_occ"])]
+
+    @property
+    def n_masked(self):
+        return int(self.masked_counts.size)
+
+    def __repr__(self):
+        p = self.params
+        return (f"MinimizerIndex(m={p['m']}, w={p['w']}, rule={p['rule']!r}, order={p['order']!r}, "
+                f"keys={self.n_keys}, occurrences={self.n_occurrences}, masked keys={self.n_masked}, "
+                f"{self.nbytes / 2**20:.1f} MiB)")
+
+
+class MinimizerSeeder(Seeder):
+    """Signature-restricted (w, m) minimizers, all occurrences indexed, hits chained by diagonal."""
+    name = "minimizer"
+    #: `--all`: every location within e wanted: room for many candidates a read, none dropped for weak support
+    all_locations_defaults = {"max_cands": 1000, "min_frac": 0.0}
+
+    def __init__(self, m=None, w=None, rule=None, order=None, max_occ=None, max_cands=DEFAULT_MAX_CANDS,
+                 min_hits=DEFAULT_MIN_HITS, min_frac=DEFAULT_MIN_FRAC):
+        self.m = None if m is None else _m_option(m)
+        self.w = None if w is None else _int_option("w", w, 1, 255)
+        self.rule = None if rule is None else _choice("rule", rule, RULES)
+        self.order = None if order is None else _choice("order", order, ORDERS)
+        self.max_occ = None if max_occ is None else _int_option("max_occ", max_occ, 1, 1 << 31)
+        if (self.rule or DEFAULT_RULE) != "none" and self.m is not None and self.m < 3:
+            raise ValueError(f"signature rules need m >= 3, got m={self.m} (use rule=none)")
+        self.max_cands = _int_option("max_cands", max_cands, 1, 100_000)
+        self.min_hits = _int_option("min_hits", min_hits, 1)
+        if isinstance(min_frac, bool) or not isinstance(min_frac, (int, float, np.integer, np.floating)) \
+                or not 0 <= float(min_frac) <= 1:
+            raise ValueError(f"min_frac must be a number in 0..1, got {min_frac!r}")
+        self.min_frac = float(min_frac)
+        self.stats = {"reads": 0, "no_minimizer": 0, "all_masked": 0, "mostly_masked": 0}
+
+    # ---------------------------------------------------------------- parameters
+    def build_params(self, genome_len):
+        """The build parameters (stored in the index): explicit options, defaults for the rest."""
+        p = check_build_params(self.m if self.m is not None else default_m(genome_len),
+                               self.w if self.w is not None else DEFAULT_W,
+                               self.rule if self.rule is not None else DEFAULT_RULE,
+                               self.order if self.order is not None else DEFAULT_ORDER,
+                               self.max_occ if self.max_occ is not None else DEFAULT_MAX_OCC)
+        p["hash"] = HASH_NAME
+        return p
+
+    def _explicit_params(self):
+        return {key: getattr(self, key) for key in BUILD_KEYS if getattr(self, key) is not None}
+
+    # ---------------------------------------------------------------- index
+    def index_path(self, ref_path):
+        return f"{ref_path}.pymap.minimizer.idx"
+
+    def build_index(self, reference):
+        p = self.build_params(int(reference.codes.shape[0]))
+        arrays = build_arrays(reference.codes, reference.offsets, p["m"], p["w"], RULES[p["rule"]],
+                              ORDERS[p["order"]], p["max_occ"])
+        info = {"checksum": reference.checksum, "names": list(reference.names),
+                "lengths": [int(x) for x in reference.lengths]}
+        return MinimizerIndex(p, info, arrays)
+
+    def save_index(self, index, path):
+        meta = {"seeder": self.name, "index_version": INDEX_VERSION, "params": index.params,
+                "reference_checksum": index.reference["checksum"],
+                "contigs": {"names": index.reference["names"], "lengths": index.reference["lengths"]}}
+        idxfile.save_index(path, meta, index.arrays)
+
+    def load_index(self, path, reference, verify=True):
+        expect = {"seeder": self.name, "index_version": INDEX_VERSION}
+        explicit = self._explicit_params()
+        if explicit:
+            expect["params"] = explicit
+        if reference is not None:
+            expect["reference_checksum"] = reference.checksum
+        meta, arrays = idxfile.load_index(path, expect, verify=verify)
+        params = meta.get("params")
+        contigs = meta.get("contigs")
+        try:
+            if not isinstance(params, dict):
+                raise ValueError("no build parameters")
+            checked = check_build_params(*(params.get(key) for key in BUILD_KEYS))
+            if params.get("hash") != HASH_NAME:
+                raise ValueError(f"hash {params.get('hash')!r}")
+            if not isinstance(contigs, dict) or not isinstance(contigs.get("names"), list) \
+                    or not isinstance(contigs.get("lengths"), list) \
+                    or len(contigs["names"]) != len(contigs["lengths"]):
+                raise ValueError("no contig table")
+        except ValueError as exc:
+            raise IndexCorrupt(f"{path}: index header is damaged ({exc}); rebuild with `pymap index REF`") \
+                from None
+        if reference is not None and [int(x) for x in reference.lengths] != contigs["lengths"]:
+            raise IndexMismatch(f"{path}: the index was built from another reference (contig lengths "
+                                f"differ); rebuild with `pymap index REF`")
+        info = {"checksum": meta.get("reference_checksum"), "names": contigs["names"],
+                "lengths": contigs["lengths"]}
+        try:
+            return MinimizerIndex({**params, **checked}, info, arrays)
+        except IndexCorrupt as exc:
+            raise IndexCorrupt(f"{path}: {exc}") from None
+
+    # ---------------------------------------------------------------- queries
+    def candidates(self, index, batch, max_edits, repeats=False):
+        """Candidates of a ReadBatch (sorted by read, strand, pos and unique). With repeats, also a dict
+        of per-read int64 arrays: `seeds` (minimizers of the read), `masked` (those whose key was masked
+        at build time: more than max_occ occurrences in the reference) and `masked_max` (the largest
+        such count): a read whose seeds are mostly masked repeats is not unique even when its few
+        other seeds hit one locus."""
+        n = len(batch)
+        if n == 0:
+            c = Candidates.empty()
+            z = np.zeros(0, np.int64)
+            return (c, {"seeds": z, "masked": z, "masked_max": z}) if repeats else c
+        max_edits = np.ascontiguousarray(max_edits, dtype=np.int32)
+        if max_edits.shape != (n,):
+            raise ValueError(f"max_edits must hold one value per read ({n}), got shape {max_edits.shape}")
+        offsets = np.ascontiguousarray(batch.offsets, dtype=np.int64)
+        if int(np.max(np.diff(offsets))) >= HIT_BIAS:
+            raise ValueError(f"reads must be shorter than {HIT_BIAS} bases for the minimizer seeder")
+        codes = np.ascontiguousarray(batch.codes, dtype=np.uint8)
+        p = index.params
+        sub = max(1, OUTPUT_LIMIT // self.max_cands)       # bound the per-read output buffers
+        parts = []
+        for r0 in range(0, n, sub):
+            r1 = min(n, r0 + sub)
+            offs = offsets[r0:r1 + 1] - offsets[r0]
+            sl = codes[int(offsets[r0]):int(offsets[r1])]
+            read, strand, pos, rep = query_batch(sl, offs, max_edits[r0:r1], p["m"], p["w"], RULES[p["rule"]],
+                                                 ORDERS[p["order"]], p["max_occ"], self.min_hits,
+                                                 self.min_frac, self.max_cands, index.arrays)
+            parts.append(((read + r0).astype(np.int32), strand, pos, *rep))
+        cat = [np.concatenate([q[i] for q in parts]) if len(parts) > 1 else parts[0][i] for i in range(6)]
+        c = Candidates(cat[0], cat[1], cat[2])
+        seeds, masked, masked_max = cat[3], cat[4], cat[5]
+        self._count(seeds, masked, np.bincount(cat[0], minlength=n))
+        if repeats:
+            return c, {"seeds": seeds, "masked": masked, "masked_max": masked_max}
+        return c
+
+    def _count(self, seeds, masked, ncand):
+        s = self.stats
+        s["reads"] += int(seeds.shape[0])
+        s["no_minimizer"] += int(np.count_nonzero(seeds == 0))
+        s["all_masked"] += int(np.count_nonzero((seeds > 0) & (masked == seeds)))
+        s["mostly_masked"] += int(np.count_nonzero((ncand > 0) & (2 * masked > seeds)))
+
+    def run_notes(self):
+        s = self.stats
+        notes = []
+        if s["all_masked"]:
+            notes.append(f"{s['all_masked']} read(s) had only over-represented minimizers (more than max_occ "
+                         f"occurrences in the reference, masked in the index): they got no candidates and "
+                         f"are reported unmapped (no seed hit); a larger --seeder-opt max_occ indexes them")
+        if s["mostly_masked"]:
+            notes.append(f"{s['mostly_masked']} read(s) were seeded by a minority of their minimizers (most "
+                         f"were masked repeats): their candidates may miss other copies, so their MAPQ may "
+                         f"be too high")
+        return notes

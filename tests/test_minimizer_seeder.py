@@ -1,0 +1,551 @@
+"""The minimizer seeder (kernels/minimizer_index.py, mapper/seeders/minimizer.py): index content against a
+plain-Python specification, the w + m - 1 guarantee on both strands, sensitivity on simulated reads, thread
+independence, masked repeats, the index file, options and the mapper end to end."""
+import dataclasses
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+
+import numba
+import numpy as np
+import pytest
+
+from pymap import plugins
+from pymap.batch import ReadBatch
+from pymap.errors import IndexCorrupt, IndexMismatch
+from pymap.index import load_index, save_index
+from pymap.kernels import minimizer_index as K
+from pymap.kernels.minimizers import RULES, canonical_mmers, passes
+from pymap.reference import Reference, load_reference
+from pymap.seeders.minimizer import MinimizerIndex, MinimizerSeeder, default_m
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+def make_reference(seqs, names=None):
+    names = names or [f"c{i}" for i in range(len(seqs))]
+    offsets = np.zeros(len(seqs) + 1, np.int64)
+    np.cumsum([len(s) for s in seqs], out=offsets[1:])
+    codes = np.concatenate(seqs).astype(np.uint8)
+    digest = hashlib.sha1(codes.tobytes() + "|".join(names).encode()).hexdigest()
+    return Reference(list(names), offsets, codes, digest)
+
+
+def make_batch(reads):
+    offsets = np.zeros(len(reads) + 1, np.int64)
+    np.cumsum([len(r) for r in reads], out=offsets[1:])
+    codes = np.concatenate(reads).astype(np.uint8) if reads else np.zeros(0, np.uint8)
+    fields = {f.name for f in dataclasses.fields(ReadBatch)}
+    kw = {"codes": codes, "offsets": offsets, "quals": np.zeros(0, np.uint8)}
+    if "name_offsets" in fields:
+        kw.update(names=np.zeros(0, np.uint8), name_offsets=np.zeros(len(reads) + 1, np.int64))
+    return ReadBatch(**kw)
+
+
+def revcomp(codes):
+    out = codes[::-1].copy()
+    ok = out < 4
+    out[ok] = 3 - out[ok]
+    return out
+
+
+def mutate(rng, seq, n_sub, n_indel):
+    seq = list(seq)
+    for _ in range(n_sub):
+        i = rng.integers(len(seq))
+        seq[i] = (seq[i] + rng.integers(1, 4)) % 4
+    for _ in range(n_indel):
+        i = rng.integers(5, len(seq) - 5)
+        if rng.random() < 0.5:
+            del seq[i]
+        else:
+            seq.insert(i, rng.integers(4))
+    return np.array(seq, np.uint8)
+
+
+def as_tuples(c):
+    return list(zip(c.read.tolist(), c.strand.tolist(), c.pos.tolist()))
+
+
+# ------------------------------------------------------------------------------------ the specification
+
+def py_values(codes, m, rule):
+    """{position: (signature value, orientation)} of the ACGT m-mers of codes (value 4**m: none passes)."""
+    out = {}
+    for p in range(len(codes) - m + 1):
+        mm = [int(c) for c in codes[p:p + m]]
+        if max(mm) > 3:
+            continue
+        f = 0
+        for c in mm:
+            f = f * 4 + c
+        r = 0
+        for c in reversed(mm):
+            r = r * 4 + 3 - c
+        ok = [x for x in (f, r) if passes(x, m, rule)]
+        v = min(ok) if ok else 4 ** m
+        out[p] = (v, int(v != f))
+    return out
+
+
+def py_occurrences(ref, m, w, rule, order):
+    """[(table key, position << 1 | orientation)] of every tied window minimum, each once, by position."""
+    inf = 4 ** m
+    occ = set()
+    for c in range(len(ref.names)):
+        lo, hi = int(ref.offsets[c]), int(ref.offsets[c + 1])
+        vals = py_values(ref.codes[lo:hi], m, rule)
+        ordv = {p: (v if order == "lex" or v == inf else int(K.mix_value(v, m)))
+                for p, (v, _) in vals.items()}
+        for s in range(hi - lo - (w + m - 1) + 1):
+            if any(s + i not in vals for i in range(w)):
+                continue
+            best = min(ordv[s + i] for i in range(w))
+            if best == inf:
+                continue
+            for i in range(w):
+                if ordv[s + i] == best:
+                    v, o = vals[s + i]
+                    occ.add((int(K.mix_value(v, m)), ((lo + s + i) << 1) | o))
+    return sorted(occ, key=lambda x: x[1])
+
+
+def py_table(ref, m, w, rule, order, max_occ):
+    """({key: occurrences} of kept keys, {key: count} of masked keys)."""
+    table = {}
+    for key, v in py_occurrences(ref, m, w, rule, order):
+        table.setdefault(key, []).append(v)
+    return ({k: v for k, v in table.items() if len(v) <= max_occ},
+            {k: len(v) for k, v in table.items() if len(v) > max_occ})
+
+
+def decode_table(a, m, max_occ):
+    """The same two dicts from the index arrays (and every key found by the lookup kernel)."""
+    low_bits = K.low_bits_of(a, m)
+    bucket, keys = a["bucket"].astype(np.int64), a["keys"].astype(np.int64)
+    val, multi = a["val"].astype(np.uint64), a["multi"].astype(np.int64)
+    top = np.uint64(1 << (8 * a["val"].dtype.itemsize - 1))
+    flag = K.flag_of(a["val"].dtype)
+    kept, over = {}, {}
+    nxt = 0
+    for t in range(bucket.shape[0] - 1):
+        lows = keys[bucket[t]:bucket[t + 1]]
+        assert np.all(np.diff(lows) > 0)                      # ascending within the bucket
+        for i in range(int(bucket[t]), int(bucket[t + 1])):
+            key = (t << low_bits) | int(keys[i])
+            if val[i] & top:
+                j = int(val[i] & ~top)
+                assert j == nxt                                 # records in key order, tiling multi
+                c = int(multi[j])
+                assert c >= 2
+                if c > max_occ:
+                    over[key] = c
+                    nxt = j + 1
+                else:
+                    kept[key] = multi[j + 1:j + 1 + c].tolist()
+                    nxt = j + 1 + c
+            else:
+                kept[key] = [int(val[i])]
+            occ, count = K.lookup(a["bucket"], a["keys"], a["val"], a["multi"], key, low_bits, flag, max_occ)
+            assert occ.tolist() == kept.get(key, [])
+            assert count == (over[key] if key in over else len(kept[key]))
+    assert nxt == multi.shape[0]
+    return kept, over
+
+
+# ------------------------------------------------------------------------------------ fixtures
+
+@pytest.fixture(scope="module")
+def small_ref():
+    """Three contigs with N runs, poly-A, a repeat family (6 copies, 2 diverged) and a tandem array."""
+    rng = np.random.default_rng(5)
+    unit = rng.integers(0, 4, 300).astype(np.uint8)
+    tandem = np.tile(rng.integers(0, 4, 37).astype(np.uint8), 8)
+    parts = []
+    for i in range(3):
+        seq = [rng.integers(0, 4, 700).astype(np.uint8)]
+        for j in range(2):
+            seq.append(unit if (i + j) % 3 else mutate(rng, unit, 6, 1))
+            seq.append(rng.integers(0, 4, 400).astype(np.uint8))
+        parts.append(np.concatenate(seq))
+    parts[0][100:130] = 4
+    parts[0][300:340] = 0                                          # poly-A
+    parts[1] = np.concatenate([parts[1][:500], tandem, parts[1][500:]])
+    parts.append(rng.integers(0, 4, 10).astype(np.uint8))        # shorter than a window
+    return make_reference(parts)
+
+
+# ------------------------------------------------------------------------------------ kernels
+
+@pytest.mark.parametrize("m,w,rule,order,max_occ", [
+    (5, 4, "rapidgkc", "lex", 1000), (7, 6, "kmc2", "hash", 3), (9, 3, "none", "lex", 2),
+    (11, 8, "rapidgkc", "hash", 4), (3, 1, "none", "hash", 1000)])
+def test_index_content_matches_python(small_ref, m, w, rule, order, max_occ):
+    a = K.build(small_ref.codes, small_ref.offsets, m, w, RULES[rule], K.ORDERS[order], max_occ)
+    want_kept, want_over = py_table(small_ref, m, w, rule, order, max_occ)
+    got_kept, got_over = decode_table(a, m, max_occ)
+    assert got_kept == want_kept
+    assert got_over == want_over
+    if max_occ <= 4:
+        assert got_over                                     # the repeat family overfills keys
+    # pieces (the threads' unit of work) overlap; the table does not depend on where they are cut
+    b = K.build(small_ref.codes, small_ref.offsets, m, w, RULES[rule], K.ORDERS[order], max_occ, piece=37)
+    for name in a:
+        assert np.array_equal(a[name], b[name]) and a[name].dtype == b[name].dtype
+    # 64-bit values (genomes over 1 Gbp): the same content
+    wide = K.build(small_ref.codes, small_ref.offsets, m, w, RULES[rule], K.ORDERS[order], max_occ, wide=True)
+    assert wide["val"].dtype == np.uint64 and decode_table(wide, m, max_occ) == (want_kept, want_over)
+
+
+def test_random_sequences_match_python():
+    rng = np.random.default_rng(9)
+    for trial in range(25):
+        seqs = []
+        for _ in range(int(rng.integers(1, 4))):
+            s = rng.integers(0, 4, int(rng.integers(0, 250))).astype(np.uint8)
+            if s.size > 60 and trial % 3 == 0:
+                s[rng.integers(0, s.size, 3)] = 4
+            if s.size > 100 and trial % 4 == 0:
+                s[60:96] = np.tile(s[60:64], 9)                  # a short tandem repeat: tied minima
+            seqs.append(s)
+        ref = make_reference(seqs)
+        m = int(rng.choice([3, 5, 7, 9]))
+        w = int(rng.integers(1, 12))
+        rule = ["none", "kmc2", "rapidgkc"][trial % 3]
+        order = ["lex", "hash"][trial % 2]
+        keys, occ = K.minimizer_occurrences(ref.codes, ref.offsets, m, w, RULES[rule], K.ORDERS[order],
+                                            piece=23)
+        assert list(zip(keys.tolist(), occ.tolist())) == py_occurrences(ref, m, w, rule, order)
+
+
+def test_mix_is_a_bijection():
+    for m in (3, 5):
+        vals = [int(K.mix_value(x, m)) for x in range(4 ** m)]
+        assert sorted(vals) == list(range(4 ** m))
+
+
+def test_low_complexity_is_never_chosen():
+    """With the signature rule, poly-A (whose canonical value becomes poly-T, the largest m-mer) is never
+    a window's minimizer next to other m-mers; without the rule it is the smallest and always chosen."""
+    rng = np.random.default_rng(3)
+    parts = []
+    for _ in range(20):
+        flank = rng.integers(0, 4, 60).astype(np.uint8)
+        flank[[0, -1]] = 1                                    # runs of exactly 14 A
+        parts += [flank, np.zeros(14, np.uint8)]
+    ref = make_reference([np.concatenate(parts)])
+    m, w = 11, 5                                              # windows of 15 bases: none is all A
+    poly = {"rapidgkc": int(K.mix_value(4 ** m - 1, m)), "none": int(K.mix_value(0, m))}
+    for rule in ("rapidgkc", "none"):
+        kept, _ = decode_table(K.build(ref.codes, ref.offsets, m, w, RULES[rule], K.ORDER_LEX, 1000), m, 1000)
+        assert (poly[rule] in kept) == (rule == "none")
+        if rule == "none":
+            assert len(kept[poly[rule]]) >= 20
+
+
+# ------------------------------------------------------------------------------------ the guarantee
+
+@pytest.mark.parametrize("opts", [{"m": 15, "w": 8}, {"m": 11, "w": 5, "order": "hash"},
+                                  {"m": 13, "w": 12, "rule": "kmc2"}])
+def test_shared_window_gives_the_true_diagonal(opts):
+    """A read sharing w + m - 1 exact bases with the reference (either strand, anywhere in the read,
+    the rest random) gets a candidate on the exact diagonal."""
+    rng = np.random.default_rng(opts["m"] * 100 + opts["w"])
+    ref = make_reference([rng.integers(0, 4, 20000).astype(np.uint8),
+                          rng.integers(0, 4, 7000).astype(np.uint8)])
+    seeder = MinimizerSeeder(**opts)
+    index = seeder.build_index(ref)
+    m, w = index.params["m"], index.params["w"]
+    span = w + m - 1
+    vals = canonical_mmers(ref.codes, ref.offsets, m, RULES[index.params["rule"]])
+    reads, want = [], []
+    for i in range(300):
+        x = int(rng.integers(0, ref.codes.shape[0] - span))
+        if np.any(vals[x:x + w] < 0) or np.all(vals[x:x + w] == 4 ** m):
+            continue                         # crosses a contig end, or every m-mer fails the rule
+        left = int(rng.integers(0, 60))
+        read = np.concatenate([rng.integers(0, 4, left), ref.codes[x:x + span],
+                               rng.integers(0, 4, int(rng.integers(0, 60)))]).astype(np.uint8)
+        # strand 1: the read given is the reverse complement; `read` aligns forward, first base at x - left
+        reads.append(revcomp(read) if i % 2 else read)
+        want.append((i % 2, x - left))
+    c = MinimizerSeeder(**opts, max_cands=1000).candidates(index, make_batch(reads),
+                                                           np.zeros(len(reads), np.int32))
+    got = set(as_tuples(c))
+    missing = [(r, s, p) for r, (s, p) in enumerate(want) if (r, s, p) not in got]
+    assert len(reads) > 250 and not missing
+
+
+def test_tandem_array_yields_several_shifts():
+    rng = np.random.default_rng(8)
+    unit = rng.integers(0, 4, 110).astype(np.uint8)
+    ref = make_reference([np.concatenate([rng.integers(0, 4, 3000).astype(np.uint8), np.tile(unit, 6),
+                                          rng.integers(0, 4, 3000).astype(np.uint8)])])
+    seeder = MinimizerSeeder()
+    index = seeder.build_index(ref)
+    p = 3000 + 2 * 110 + 5
+    c = seeder.candidates(index, make_batch([ref.codes[p:p + 100]]), np.array([5], np.int32))
+    assert p in c.pos.tolist() and len(c) >= 2
+
+
+# ------------------------------------------------------------------------------------ the seeder
+
+def test_finds_true_locus_of_simulated_reads(sim_data):
+    ref_path, reads_path, truth, _ = sim_data
+    ref = load_reference(str(ref_path))
+    lines = reads_path.read_text().split("\n")
+    names = [lines[i][1:] for i in range(0, len(lines) - 1, 4)]
+    seqs = [np.frombuffer(lines[i].encode(), np.uint8) for i in range(1, len(lines) - 1, 4)]
+    from pymap.kernels.encoding import ASCII_TO_CODE
+    batch = make_batch([ASCII_TO_CODE[s] for s in seqs])
+    seeder = MinimizerSeeder()
+    index = seeder.build_index(ref)
+    c = seeder.candidates(index, batch, np.full(len(names), 5, np.int32))
+    start = dict(zip(ref.names, ref.offsets[:-1].tolist()))
+    found = 0
+    for i, name in enumerate(names):
+        ctg, pos, strand, _ = truth[name]
+        g = start[ctg] + pos
+        m = (c.read == i) & (c.strand == (strand == "-")) & (np.abs(c.pos - g) <= 5)
+        found += bool(m.any())
+    assert found / len(names) >= 0.995, found
+    assert len(c) / len(names) < 2
+    key = c.read.astype(np.int64) * 4 * 10**9 + c.strand.astype(np.int64) * 2 * 10**9 + c.pos
+    assert np.all(np.diff(key) > 0)                            # sorted, unique
+    assert c.read.dtype == np.int32 and c.strand.dtype == np.int8 and c.pos.dtype == np.int64
+    # an index with 64-bit values (genomes over 1 Gbp) gives the same candidates
+    p = index.params
+    arrays = K.build(ref.codes, ref.offsets, p["m"], p["w"], RULES[p["rule"]], K.ORDERS[p["order"]],
+                     p["max_occ"], wide=True)
+    wide = MinimizerIndex(p, index.reference, arrays)
+    assert wide.arrays["val"].dtype == np.uint64
+    assert as_tuples(seeder.candidates(wide, batch, np.full(len(names), 5, np.int32))) == as_tuples(c)
+
+
+def test_thread_count_does_not_change_candidates(sim_data):
+    ref = load_reference(str(sim_data[0]))
+    rng = np.random.default_rng(4)
+    reads = []
+    for _ in range(3000):
+        p = int(rng.integers(0, ref.codes.shape[0] - 120))
+        r = mutate(rng, ref.codes[p:p + 100] % 4, 3, 1)
+        reads.append(revcomp(r) if rng.random() < 0.5 else r)
+    seeder = MinimizerSeeder(max_cands=3, m=7, w=5, min_frac=0)   # small m: random hits, the cap applies
+    me = np.full(len(reads), 4, np.int32)
+    prev = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        index1 = seeder.build_index(ref)
+        one = seeder.candidates(index1, make_batch(reads), me)
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        index2 = seeder.build_index(ref)
+        two = seeder.candidates(index2, make_batch(reads), me)
+    finally:
+        numba.set_num_threads(prev)
+    for name in index1.arrays:
+        assert np.array_equal(index1.arrays[name], index2.arrays[name])
+    assert as_tuples(one) == as_tuples(two)
+    assert np.bincount(one.read).max() == 3
+    import pymap.seeders.minimizer as M
+    old = M.OUTPUT_LIMIT
+    try:
+        M.OUTPUT_LIMIT = 3 * 1000                          # sub-batches of 1000 reads
+        three = seeder.candidates(index1, make_batch(reads), me)
+    finally:
+        M.OUTPUT_LIMIT = old
+    assert as_tuples(three) == as_tuples(one)
+
+
+def test_masked_repeats_are_counted_and_noted():
+    """A unit copied more than max_occ times is masked: a read from it gets no candidates, and the
+    seeder reports its masked seeds (repeats=True) and a run note."""
+    rng = np.random.default_rng(6)
+    unit = rng.integers(0, 4, 150).astype(np.uint8)
+    parts = [rng.integers(0, 4, 500).astype(np.uint8)]
+    for _ in range(12):
+        parts += [unit, rng.integers(0, 4, 200).astype(np.uint8)]
+    ref = make_reference([np.concatenate(parts)])
+    seeder = MinimizerSeeder(max_occ=10)
+    index = seeder.build_index(ref)
+    assert index.n_masked > 0 and int(index.masked_counts.min()) >= 12
+    unique = ref.codes[:100]
+    inside = unit[20:120]
+    c, rep = seeder.candidates(index, make_batch([unique, inside]), np.array([3, 3], np.int32), repeats=True)
+    assert set(c.read.tolist()) == {0}
+    assert rep["seeds"][1] > 0 and rep["masked"][1] == rep["seeds"][1] and rep["masked_max"][1] >= 12
+    assert rep["masked"][0] == 0 and rep["masked_max"][0] == 0
+    notes = seeder.run_notes()
+    assert notes and "1 read(s) had only over-represented minimizers" in notes[0]
+    # with a larger cap every copy is a candidate
+    roomy = MinimizerSeeder(max_occ=100)
+    c = roomy.candidates(roomy.build_index(ref), make_batch([inside]), np.array([3], np.int32))
+    assert len(c) == 12 and roomy.run_notes() == []
+
+
+def test_empty_batch_short_reads_and_bad_max_edits(small_ref):
+    seeder = MinimizerSeeder()
+    index = seeder.build_index(small_ref)
+    assert len(seeder.candidates(index, make_batch([]), np.zeros(0, np.int32))) == 0
+    c = seeder.candidates(index, make_batch([small_ref.codes[800:810], np.full(50, 4, np.uint8)]),
+                          np.zeros(2, np.int32))
+    assert len(c) == 0
+    with pytest.raises(ValueError, match="max_edits"):
+        seeder.candidates(index, make_batch([small_ref.codes[:50]]), np.zeros(3, np.int32))
+
+
+# ------------------------------------------------------------------------------------ index file
+
+def test_index_round_trip_and_refusals(tmp_path, small_ref):
+    seeder = MinimizerSeeder(m=13, w=6)
+    index = seeder.build_index(small_ref)
+    path = tmp_path / "ref.fa.pymap.minimizer.idx"
+    seeder.save_index(index, path)
+    assert not [p for p in os.listdir(tmp_path) if "tmp" in p]
+    loaded = seeder.load_index(path, small_ref)
+    assert loaded.params == index.params
+    for name, arr in index.arrays.items():
+        assert np.array_equal(loaded.arrays[name], arr) and loaded.arrays[name].dtype == arr.dtype
+    rng = np.random.default_rng(2)
+    reads = [small_ref.codes[p:p + 90] % 4 for p in rng.integers(0, 2000, 20)]
+    me = np.full(20, 3, np.int32)
+    assert as_tuples(seeder.candidates(index, make_batch(reads), me)) == \
+        as_tuples(seeder.candidates(loaded, make_batch(reads), me))
+    # auto parameters take what the index holds; explicit other ones are a mismatch
+    auto = MinimizerSeeder().load_index(path, small_ref)
+    assert auto.params["m"] == 13 and auto.params["w"] == 6
+    for opts in ({"m": 15}, {"w": 8}, {"rule": "kmc2"}, {"order": "hash"}, {"max_occ": 9}):
+        with pytest.raises(IndexMismatch, match="pymap index"):
+            MinimizerSeeder(**{"m": 13, "w": 6, **opts}).load_index(path, small_ref)
+    other = make_reference([small_ref.codes[:1000]])
+    with pytest.raises(IndexMismatch, match="another reference"):
+        seeder.load_index(path, other)
+    with pytest.raises(IndexMismatch):
+        seeder.load_index(tmp_path / "missing.idx", small_ref)
+    from pymap.seeders.minhash import MinhashSeeder
+    mh = MinhashSeeder()
+    mh_path = tmp_path / "mh.idx"
+    mh.save_index(mh.build_index(small_ref), mh_path)
+    with pytest.raises(IndexMismatch, match="seeder"):
+        seeder.load_index(mh_path, small_ref)
+    with pytest.raises(IndexMismatch, match="seeder"):
+        mh.load_index(path, small_ref)
+    assert seeder.index_path("/x/ref.fa.gz") == "/x/ref.fa.gz.pymap.minimizer.idx"
+
+
+def test_damaged_index_is_refused(tmp_path, small_ref):
+    seeder = MinimizerSeeder(m=9, max_occ=3)
+    path = tmp_path / "g.idx"
+    seeder.save_index(seeder.build_index(small_ref), path)
+    raw = bytearray(path.read_bytes())
+
+    def write(data, name):
+        p = tmp_path / name
+        p.write_bytes(bytes(data))
+        return p
+
+    with pytest.raises(IndexCorrupt, match="truncated"):
+        seeder.load_index(write(raw[:len(raw) - 100], "trunc"), small_ref)
+    flipped = bytearray(raw)
+    flipped[-70] ^= 0xFF
+    with pytest.raises(IndexCorrupt, match="checksum"):
+        seeder.load_index(write(flipped, "flip"), small_ref)
+    hdr = bytearray(raw)
+    hdr[80] ^= 0x01
+    with pytest.raises(IndexCorrupt, match="header"):
+        seeder.load_index(write(hdr, "hdr"), small_ref)
+    # a header that passes its checksum but holds nonsense, or arrays that do not fit together
+    meta, arrays = load_index(path)
+    arrays = {k: np.array(v) for k, v in arrays.items()}
+    assert MinimizerSeeder(m=9, max_occ=3).load_index(path, small_ref).n_masked > 0
+    for bad_params in ({"m": 8}, {"m": None}, {"w": 0}, {"rule": "x"}, {"order": 3}, {"max_occ": 0},
+                       {"hash": "other"}):
+        save_index(tmp_path / "p.idx", {**meta, "params": {**meta["params"], **bad_params}}, arrays)
+        with pytest.raises(IndexCorrupt, match="header"):
+            MinimizerSeeder().load_index(tmp_path / "p.idx", small_ref)
+    save_index(tmp_path / "c.idx", {**meta, "contigs": 5}, arrays)
+    with pytest.raises(IndexCorrupt, match="header"):
+        MinimizerSeeder().load_index(tmp_path / "c.idx", small_ref)
+
+    def bump(a, i, by):
+        a = a.copy()
+        a[i] += by
+        return a
+
+    rec = np.flatnonzero(arrays["val"] >> np.uint32(31)) if arrays["val"].dtype == np.uint32 else None
+    assert rec is not None and rec.size
+
+    def set_rec(a, j, value):
+        a = a.copy()
+        a[rec[j]] = np.uint32(1 << 31) | np.uint32(value)
+        return a
+
+    changes = [("bucket", lambda a: a[:-1]), ("bucket", lambda a: bump(a, 3, 10 ** 6)),
+               ("keys", lambda a: a[:-1]), ("keys", lambda a: a.astype(np.int64)),
+               ("keys", lambda a: bump(a, 0, 1 << 15)), ("val", lambda a: a.astype(np.int64)),
+               ("val", lambda a: set_rec(a, 0, 10 ** 6)), ("val", lambda a: set_rec(a, -1, 0)),
+               ("multi", lambda a: a[:-1]), ("multi", lambda a: np.ones_like(a)),
+               ("multi", lambda a: np.full_like(a, 1 << 30)), ("keys", lambda a: a[::-1].copy())]
+    single = int(np.flatnonzero((arrays["val"] >> np.uint32(31)) == 0)[0])
+    changes.append(("val", lambda a: bump(a, single, 1 << 28)))           # a position beyond the genome
+    for name, change in changes:
+        bad = dict(arrays)
+        bad[name] = np.ascontiguousarray(change(arrays[name]))
+        save_index(tmp_path / "a.idx", meta, bad)
+        with pytest.raises(IndexCorrupt, match="inconsistent"):
+            MinimizerSeeder().load_index(tmp_path / "a.idx", small_ref)
+
+
+# ------------------------------------------------------------------------------------ options
+
+@pytest.mark.parametrize("opts,words", [
+    ({"m": 2}, ["m", "3..27"]), ({"m": 29}, ["m"]), ({"m": 14}, ["m", "odd"]),
+    ({"m": "15"}, ["m", "integer"]), ({"m": True}, ["m"]), ({"w": 0}, ["w", "1..255"]), ({"w": 300}, ["w"]),
+    ({"rule": "abc"}, ["rule", "rapidgkc"]),
+    ({"order": "random"}, ["order", "lex", "hash"]), ({"max_occ": 0}, ["max_occ"]),
+    ({"max_cands": 0}, ["max_cands"]), ({"max_cands": 2.5}, ["max_cands", "integer"]),
+    ({"min_hits": 0}, ["min_hits"]), ({"min_frac": 1.5}, ["min_frac", "0..1"]),
+    ({"min_frac": "x"}, ["min_frac"]),
+])
+def test_bad_options(opts, words):
+    with pytest.raises(ValueError) as exc:
+        MinimizerSeeder(**opts)
+    for w in words:
+        assert w in str(exc.value)
+    with pytest.raises(plugins.PluginError):
+        plugins.create("seeder", "minimizer", **opts)
+
+
+def test_registered_and_defaults():
+    assert plugins.load_class("seeder", "minimizer") is MinimizerSeeder
+    p = MinimizerSeeder().build_params(4_641_652)
+    assert (p["m"], p["w"], p["rule"], p["order"], p["max_occ"]) == (13, 8, "rapidgkc", "lex", 1000)
+    sizes = (48_502, 4_641_652, 30_000_000, 10 ** 9, 3_100_000_000)
+    assert [default_m(n) for n in sizes] == [11, 13, 15, 17, 17]
+    s = MinimizerSeeder()
+    assert (s.max_cands, s.min_hits, s.min_frac) == (64, 1, 0.2)
+    with pytest.raises(plugins.PluginError, match="no option"):
+        plugins.create("seeder", "minimizer", step=3)
+
+
+@pytest.mark.skipif(shutil.which("samtools") is None, reason="samtools not installed")
+def test_align_end_to_end(tmp_path, sim_data):
+    ref_path, reads_path, truth, _ = sim_data
+    ref = tmp_path / "ref.fa"
+    shutil.copy(ref_path, ref)
+    out = tmp_path / "out.sam"
+    res = subprocess.run([sys.executable, "-m", "pymap.cli", "align", "--seeder", "minimizer", str(ref),
+                          str(reads_path), "-o", str(out)], capture_output=True, timeout=600)
+    assert res.returncode == 0, res.stderr.decode()
+    assert (tmp_path / "ref.fa.pymap.minimizer.idx").exists()
+    assert subprocess.run(["samtools", "quickcheck", str(out)]).returncode == 0
+    view = subprocess.run(["samtools", "view", str(out)], capture_output=True, text=True, check=True).stdout
+    recs = [line.split("\t") for line in view.splitlines()]
+    prim = [f for f in recs if not int(f[1]) & 0x900]
+    assert len(prim) == len(truth)
+    right = 0
+    for f in prim:
+        ctg, pos, strand, _ = truth[f[0]]
+        right += f[2] == ctg and abs(int(f[3]) - 1 - pos) <= 10 and bool(int(f[1]) & 16) == (strand == "-")
+    assert right / len(prim) >= 0.98
