@@ -251,3 +251,45 @@ def _verify(path, records, raws):
     if bad:
         raise IndexCorrupt(f"{path}: damaged index array {records[bad[0]]['name']!r} (checksum mismatch); "
                            f"{REBUILD_HINT}")
+
+
+# ---------------------------------------------------------------- seeders' index files
+
+def reference_info(reference):
+    """The contig table a seeder's index keeps: {"checksum", "names", "lengths"}."""
+    return {"checksum": reference.checksum, "names": list(reference.names),
+            "lengths": [int(x) for x in reference.lengths]}
+
+
+def save_seeder_index(path, seeder, version, params, info, arrays):
+    """A seeder's index: its name and version, build parameters, reference checksum and contig table."""
+    meta = {"seeder": seeder, "index_version": version, "params": params, "reference_checksum": info["checksum"],
+            "contigs": {"names": info["names"], "lengths": info["lengths"]}}
+    save_index(path, meta, arrays)
+
+
+def load_seeder_index(path, seeder, version, reference, explicit, check, verify=True):
+    """(params, info, arrays) of a seeder's index that matches `reference` (None: no check) and the
+    explicitly given build parameters `explicit`; IndexMismatch otherwise. check(params) returns the
+    validated parameters or raises ValueError (a damaged header: IndexCorrupt)."""
+    expect = {"seeder": seeder, "index_version": version}
+    if explicit:
+        expect["params"] = explicit
+    if reference is not None:
+        expect["reference_checksum"] = reference.checksum
+    meta, arrays = load_index(path, expect, verify=verify)
+    params, contigs = meta.get("params"), meta.get("contigs")
+    try:
+        if not isinstance(params, dict):
+            raise ValueError("no build parameters")
+        params = check(params)
+        if not isinstance(contigs, dict) or not isinstance(contigs.get("names"), list) \
+                or not isinstance(contigs.get("lengths"), list) or len(contigs["names"]) != len(contigs["lengths"]):
+            raise ValueError("no contig table")
+    except ValueError as exc:
+        raise IndexCorrupt(f"{path}: index header is damaged ({exc}); {REBUILD_HINT}") from None
+    if reference is not None and [int(x) for x in reference.lengths] != contigs["lengths"]:
+        raise IndexMismatch(f"{path}: the index was built from another reference (contig lengths differ); "
+                            f"{REBUILD_HINT}")
+    info = {"checksum": meta.get("reference_checksum"), "names": contigs["names"], "lengths": contigs["lengths"]}
+    return params, info, arrays

@@ -26,7 +26,7 @@ import numpy as np
 
 from pymap import index as idxfile
 from pymap.batch import Candidates
-from pymap.errors import IndexCorrupt, IndexMismatch
+from pymap.errors import IndexCorrupt
 from pymap.kernels.diagonal_clusters import HIT_BIAS
 from pymap.kernels.minimizer_index import (ORDERS, build as build_arrays, flag_of, low_bits_of, query_batch,
                                            table_consistent)
@@ -213,46 +213,21 @@ class MinimizerSeeder(Seeder):
         p = self.build_params(int(reference.codes.shape[0]))
         arrays = build_arrays(reference.codes, reference.offsets, p["m"], p["w"], RULES[p["rule"]],
                               ORDERS[p["order"]], p["max_occ"])
-        info = {"checksum": reference.checksum, "names": list(reference.names),
-                "lengths": [int(x) for x in reference.lengths]}
-        return MinimizerIndex(p, info, arrays)
+        return MinimizerIndex(p, idxfile.reference_info(reference), arrays)
 
     def save_index(self, index, path):
-        meta = {"seeder": self.name, "index_version": INDEX_VERSION, "params": index.params,
-                "reference_checksum": index.reference["checksum"],
-                "contigs": {"names": index.reference["names"], "lengths": index.reference["lengths"]}}
-        idxfile.save_index(path, meta, index.arrays)
+        idxfile.save_seeder_index(path, self.name, INDEX_VERSION, index.params, index.reference, index.arrays)
 
     def load_index(self, path, reference, verify=True):
-        expect = {"seeder": self.name, "index_version": INDEX_VERSION}
-        explicit = self._explicit_params()
-        if explicit:
-            expect["params"] = explicit
-        if reference is not None:
-            expect["reference_checksum"] = reference.checksum
-        meta, arrays = idxfile.load_index(path, expect, verify=verify)
-        params = meta.get("params")
-        contigs = meta.get("contigs")
-        try:
-            if not isinstance(params, dict):
-                raise ValueError("no build parameters")
+        def check(params):
             checked = check_build_params(*(params.get(key) for key in BUILD_KEYS))
             if params.get("hash") != HASH_NAME:
                 raise ValueError(f"hash {params.get('hash')!r}")
-            if not isinstance(contigs, dict) or not isinstance(contigs.get("names"), list) \
-                    or not isinstance(contigs.get("lengths"), list) \
-                    or len(contigs["names"]) != len(contigs["lengths"]):
-                raise ValueError("no contig table")
-        except ValueError as exc:
-            raise IndexCorrupt(f"{path}: index header is damaged ({exc}); rebuild with `pymap index REF`") \
-                from None
-        if reference is not None and [int(x) for x in reference.lengths] != contigs["lengths"]:
-            raise IndexMismatch(f"{path}: the index was built from another reference (contig lengths "
-                                f"differ); rebuild with `pymap index REF`")
-        info = {"checksum": meta.get("reference_checksum"), "names": contigs["names"],
-                "lengths": contigs["lengths"]}
+            return {**params, **checked}
+        params, info, arrays = idxfile.load_seeder_index(path, self.name, INDEX_VERSION, reference,
+                                                         self._explicit_params(), check, verify)
         try:
-            return MinimizerIndex({**params, **checked}, info, arrays)
+            return MinimizerIndex(params, info, arrays)
         except IndexCorrupt as exc:
             raise IndexCorrupt(f"{path}: {exc}") from None
 

@@ -216,41 +216,20 @@ class NeighborhoodSeeder(Seeder):
         care, span = parse_pattern(params["pattern"])
         arrays = build_arrays(reference.codes, reference.offsets, care, span, params["nb_len"],
                          ratio=HASH_RATIO, extra=HASH_EXTRA)
-        info = {"checksum": reference.checksum, "names": list(reference.names),
-                "lengths": [int(x) for x in reference.lengths]}
-        return NeighborhoodIndex(params, info, arrays)
+        return NeighborhoodIndex(params, idxfile.reference_info(reference), arrays)
 
     def save_index(self, index, path):
-        meta = {"seeder": self.name, "index_version": INDEX_VERSION, "params": index.params,
-                "reference_checksum": index.reference["checksum"],
-                "contigs": {"names": index.reference["names"], "lengths": index.reference["lengths"]}}
-        idxfile.save_index(path, meta, index.arrays)
+        idxfile.save_seeder_index(path, self.name, INDEX_VERSION, index.params, index.reference, index.arrays)
 
     def load_index(self, path, reference, verify=True):
-        expect = {"seeder": self.name, "index_version": INDEX_VERSION}
-        explicit = self._explicit_params()
-        if explicit:
-            expect["params"] = explicit
-        if reference is not None:
-            expect["reference_checksum"] = reference.checksum
-        meta, arrays = idxfile.load_index(path, expect, verify=verify)
-        params = meta.get("params")
-        contigs = meta.get("contigs")
-        try:
-            if not isinstance(params, dict):
-                raise ValueError("no build parameters")
+        def check(params):
             parse_pattern(params.get("pattern"))
-            ln = _int_option("nb_len", params.get("nb_len"), 1, 16)
-            if not isinstance(contigs, dict) or not isinstance(contigs.get("names"), list) \
-                    or not isinstance(contigs.get("lengths"), list):
-                raise ValueError("no contig table")
-        except ValueError as exc:
-            raise IndexCorrupt(f"{path}: index header is damaged ({exc}); rebuild with `pymap index REF`") \
-                from None
-        if self.e_nb > ln:
-            raise ValueError(f"e_nb ({self.e_nb}) must not exceed the index's nb_len ({ln})")
-        info = {"checksum": meta.get("reference_checksum"), "names": contigs["names"],
-                "lengths": contigs["lengths"]}
+            _int_option("nb_len", params.get("nb_len"), 1, 16)
+            return params
+        params, info, arrays = idxfile.load_seeder_index(path, self.name, INDEX_VERSION, reference,
+                                                         self._explicit_params(), check, verify)
+        if self.e_nb > params["nb_len"]:
+            raise ValueError(f"e_nb ({self.e_nb}) must not exceed the index's nb_len ({params['nb_len']})")
         try:
             return NeighborhoodIndex(params, info, arrays)
         except IndexCorrupt as exc:
