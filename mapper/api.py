@@ -67,9 +67,21 @@ def set_threads(threads):
     numba.set_num_threads(max(1, min(threads or os.cpu_count() or 1, numba.config.NUMBA_NUM_THREADS)))
 
 
-def build_index(ref_path, seeder="neighborhood", seeder_opts=None, index_path=None):
-    """Build and save the index of a reference; returns the index path."""
+#: genomes longer than this are seeded by the sampled minimizer index by default: the dense
+#: neighborhood index takes ~12.6 bytes per base (1.68 GB at 133 Mbp), the minimizer index 1.3-1.5
+#: (BENCHMARKS.md "Seeders compared"); up to it the neighborhood seeder keeps the figures measured with it
+LARGE_GENOME = 100_000_000
+
+
+def default_seeder(genome_len):
+    """The seeder used when none is named: 'neighborhood' up to LARGE_GENOME bases, else 'minimizer'."""
+    return "neighborhood" if genome_len <= LARGE_GENOME else "minimizer"
+
+
+def build_index(ref_path, seeder=None, seeder_opts=None, index_path=None):
+    """Build and save the index of a reference (seeder None: default_seeder); returns the index path."""
     reference = load_reference(ref_path)
+    seeder = seeder or default_seeder(int(reference.codes.shape[0]))
     sd = plugins.create("seeder", seeder, **(seeder_opts or {}))
     path = index_path or sd.index_path(ref_path)
     t = time.perf_counter()
@@ -119,6 +131,7 @@ def make_pipeline(ref_path, options, index_path=None, paired=False):
     options.validate()
     set_threads(options.threads)
     reference = load_reference(ref_path)
+    options.seeder = options.seeder or default_seeder(int(reference.codes.shape[0]))
     seeder_opts = dict(options.seeder_opts)
     if options.report_all:
         cls = plugins.load_class("seeder", options.seeder)

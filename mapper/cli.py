@@ -26,7 +26,7 @@ def _edits(text):
 
 
 def _add_stage_args(p):
-    p.add_argument("--seeder", default="neighborhood", help="seeder plugin (default: %(default)s)")
+    p.add_argument("--seeder", help="seeder plugin (default: neighborhood up to 100 Mbp, minimizer above)")
     p.add_argument("--seeder-opt", action="append", metavar="KEY=VALUE", default=[],
                    help="seeder option, repeatable (e.g. step=4, e_nb=1, seed_len=12)")
     p.add_argument("--filter", default="gatekeeper-gpu",
@@ -65,7 +65,7 @@ def build_parser():
 
     p = sub.add_parser("index", help="build and save the index of a reference")
     p.add_argument("reference", help="FASTA, plain or gzip")
-    p.add_argument("--seeder", default="neighborhood")
+    p.add_argument("--seeder", help="seeder plugin (default: neighborhood up to 100 Mbp, minimizer above)")
     p.add_argument("--seeder-opt", action="append", metavar="KEY=VALUE", default=[])
     p.add_argument("-o", "--output", metavar="FILE", help="index file (default: REF.pymap.idx)")
     p.add_argument("-t", "--threads", type=int, default=0)

@@ -121,8 +121,9 @@ class DaskRun:
         try:
             self.options = dataclasses.replace(options, dask=None, threads=1, progress=False)
             self.reference = load_reference(ref_path)
+            self.options.seeder = self.options.seeder or api.default_seeder(int(self.reference.codes.shape[0]))
             # the client makes sure a saved index exists; workers only load it
-            seeder = plugins.create("seeder", options.seeder, **options.seeder_opts)
+            seeder = plugins.create("seeder", self.options.seeder, **options.seeder_opts)
             path = os.path.abspath(index_path or seeder.index_path(ref_path))
             api.open_index(seeder, self.reference, ref_path, index_path, verify=False)
             if not os.path.exists(path):

@@ -31,7 +31,7 @@ class AlignOptions:
     """
     max_edits: float = DEFAULT_MAX_EDITS
     threads: int = 0
-    seeder: str = "neighborhood"
+    seeder: str = None          # None: by genome size, see pymap.api.default_seeder
     seeder_opts: dict = field(default_factory=dict)
     filter: str = "gatekeeper-gpu"
     filter_opts: dict = field(default_factory=dict)

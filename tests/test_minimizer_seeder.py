@@ -549,3 +549,20 @@ def test_align_end_to_end(tmp_path, sim_data):
         ctg, pos, strand, _ = truth[f[0]]
         right += f[2] == ctg and abs(int(f[3]) - 1 - pos) <= 10 and bool(int(f[1]) & 16) == (strand == "-")
     assert right / len(prim) >= 0.98
+
+
+def test_default_seeder_follows_genome_size(sim_data, tmp_path, monkeypatch):
+    """No --seeder: the neighborhood index up to LARGE_GENOME bases, the minimizer index above."""
+    from pymap import api
+    from pymap.options import AlignOptions
+    ref, reads, truth, _ = sim_data
+    assert api.default_seeder(api.LARGE_GENOME) == "neighborhood"
+    assert api.default_seeder(api.LARGE_GENOME + 1) == "minimizer"
+    opt = AlignOptions(progress=False)
+    assert api.make_pipeline(str(ref), opt).seeder.name == "neighborhood" and opt.seeder == "neighborhood"
+    monkeypatch.setattr(api, "LARGE_GENOME", 1000)
+    opt = AlignOptions(progress=False)
+    assert api.make_pipeline(str(ref), opt).seeder.name == "minimizer"
+    st = api.align(str(ref), str(reads), out=str(tmp_path / "o.sam"), options=AlignOptions(progress=False),
+                   summary=False)
+    assert st.reads == len(truth) and st.mapped >= 0.95 * len(truth)
