@@ -34,6 +34,26 @@ class Reference:
         return np.searchsorted(self.offsets, pos, side="right") - 1
 
 
+def _read_fasta_file(path):
+    """read_fasta on a plain or gzip file (a plain one's size preallocates the codes)."""
+    try:
+        with open(path, "rb") as fh:
+            gz = fh.read(2) == b"\x1f\x8b"
+            fh.seek(0)
+            if gz:
+                with gzip.GzipFile(fileobj=fh) as stream:
+                    return read_fasta(stream, path)
+            return read_fasta(fh, path, size_hint=os.fstat(fh.fileno()).st_size)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied") from None
+    except (EOFError, OSError, zlib.error) as exc:
+        raise InputError(f"{path}: damaged gzip data ({exc})") from None
+
+
 def open_maybe_gzip(path):
     """Bytes of a plain or gzip file; InputError when missing or damaged."""
     try:
@@ -54,47 +74,111 @@ def open_maybe_gzip(path):
         raise InputError(f"{path}: damaged gzip data ({exc})") from None
 
 
+#: bytes of FASTA text handled at a time: the reader's memory is the codes plus a few of these
+READ_CHUNK = 1 << 24
+_SKIP = np.zeros(256, bool)
+_SKIP[[9, 10, 13, 32]] = True          # tab, newline, CR and space inside sequence lines
+
+
 def parse_fasta(data, source="reference"):
-    """FASTA bytes -> Reference. First word of a header line is the contig name."""
-    if b"\x00" in data[:65536]:
-        raise InputError(f"{source}: not a FASTA file (binary data)")
-    text = data.replace(b"\r", b"")
-    if not text.strip():
+    """FASTA bytes -> Reference (see read_fasta)."""
+    import io
+    return read_fasta(io.BytesIO(data), source, size_hint=len(data))
+
+
+def read_fasta(fh, source="reference", size_hint=None):
+    """A FASTA stream -> Reference, read in chunks of READ_CHUNK bytes: memory is the codes (one
+    byte per base; with size_hint, the file size, allocated once) plus a few chunks, not several
+    copies of the file. The first word of a header line is the contig name; empty contigs are
+    left out (@SQ cannot hold LN:0)."""
+    out = np.empty(size_hint if size_hint is not None else 0, np.uint8)
+    filled = 0
+    names, starts = [], []
+    pending, first, at_line_start = b"", True, True
+    while True:
+        data = fh.read(READ_CHUNK)
+        buf = pending + data
+        if not data:
+            if not buf:
+                break
+            buf += b"\n"
+        cut = buf.rfind(b"\n") + 1
+        if cut == 0 and not (at_line_start and buf[:1] == b">"):
+            cut = len(buf)           # a piece of one long (unwrapped) sequence line: take it whole
+        lines, pending = buf[:cut], buf[cut:]
+        if first and lines.strip():
+            if b"\x00" in lines[:65536]:
+                raise InputError(f"{source}: not a FASTA file (binary data)")
+            if not lines.lstrip().startswith(b">"):
+                raise InputError(f"{source}: not a FASTA file (first line does not start with '>')")
+            first = False
+        codes, heads, at = _sequence_of(lines, source, at_line_start)
+        at_line_start = lines.endswith(b"\n") if lines else at_line_start
+        for head, pos in zip(heads, at):
+            names.append(head)
+            starts.append(filled + pos)
+        if filled + codes.size > out.size:
+            out = np.concatenate([out[:filled], np.empty(max(codes.size, filled), np.uint8)])
+        out[filled:filled + codes.size] = codes
+        filled += codes.size
+        if not data:
+            break
+    if first:
         raise InputError(f"{source}: empty reference")
-    if not text.lstrip().startswith(b">"):
-        raise InputError(f"{source}: not a FASTA file (first line does not start with '>')")
-    names, chunks = [], []
-    seen = set()
-    for rec in text.lstrip()[1:].split(b"\n>"):
-        header, _, body = rec.partition(b"\n")
+    return _reference(names, np.array(starts + [filled], np.int64), out[:filled], source)
+
+
+def _sequence_of(lines, source, at_line_start=True):
+    """(codes of the sequence bytes, header lines, where each header's contig starts in the codes) of
+    FASTA text cut after a newline (or a piece of one long sequence line). at_line_start: the text
+    begins a line (else its first bytes continue the previous piece's line)."""
+    arr = np.frombuffer(lines, np.uint8)
+    if arr.size == 0:
+        return arr, [], []
+    nl = np.flatnonzero(arr == 10)
+    line_starts = np.concatenate([[0] if at_line_start else [], nl + 1]).astype(np.int64)
+    line_starts = line_starts[line_starts < arr.size]
+    hs = line_starts[arr[line_starts] == 62]                                            # '>'
+    he = nl[np.searchsorted(nl, hs)] if hs.size else hs
+    inside = np.zeros(arr.size + 1, np.int32)
+    np.add.at(inside, hs, 1)
+    np.add.at(inside, he + 1, -1)
+    keep = (np.cumsum(inside[:-1]) == 0) & ~_SKIP[arr]
+    seq = arr[keep]
+    if seq.size and (seq.min() < 33 or seq.max() > 126):
+        raise InputError(f"{source}: sequence holds non-printable bytes")
+    before = np.concatenate([[0], np.cumsum(keep)])
+    heads = [bytes(arr[a + 1:b]) for a, b in zip(hs, he)]
+    return ASCII_TO_CODE[seq], heads, before[hs].tolist()
+
+
+def _reference(heads, starts, codes, source):
+    """Reference from header lines, the start of each one's sequence in codes, and the codes."""
+    names, seen, keep = [], set(), []
+    for i, header in enumerate(heads):
         words = header.split()
         if not words:
-            raise InputError(f"{source}: a FASTA header has no name (record {len(names) + 1})")
+            raise InputError(f"{source}: a FASTA header has no name (record {i + 1})")
         if any(c < 33 or c > 126 for c in words[0]):
             raise InputError(f"{source}: contig name {words[0].decode('ascii', 'replace')!r} holds a control or "
                              f"non-ASCII character (SAM allows printable ASCII only)")
         name = words[0].decode("ascii")
         if name in seen:
             raise InputError(f"{source}: duplicate contig name {name!r}")
-        seq = body.replace(b"\n", b"").replace(b" ", b"").replace(b"\t", b"")
-        if not seq:
+        if starts[i + 1] == starts[i]:
             continue  # empty contigs carry nothing to map to; @SQ cannot hold LN:0
         seen.add(name)
         names.append(name)
-        chunks.append(seq)
+        keep.append(i)
     if not names:
         raise InputError(f"{source}: reference has no sequence")
-    lengths = np.array([len(c) for c in chunks], dtype=np.int64)
-    offsets = np.zeros(len(chunks) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    raw = np.frombuffer(b"".join(chunks), dtype=np.uint8)
-    if np.any(raw < 33) or np.any(raw > 126):
-        raise InputError(f"{source}: sequence holds non-printable bytes")
-    codes = ASCII_TO_CODE[raw]
+    keep = np.array(keep)
+    offsets = np.zeros(len(names) + 1, np.int64)
+    np.cumsum(starts[keep + 1] - starts[keep], out=offsets[1:])
     digest = hashlib.sha1()
-    for name, length in zip(names, lengths):
+    for name, length in zip(names, np.diff(offsets)):
         digest.update(f"{name}\t{length}\n".encode())
-    digest.update(codes.tobytes())
+    digest.update(memoryview(codes))
     return Reference(names, offsets, codes, digest.hexdigest())
 
 
@@ -106,7 +190,7 @@ def load_reference(path, cache=True):
     cached = _load_cached(path) if cache else None
     if cached is not None:
         return cached
-    ref = parse_fasta(open_maybe_gzip(path), source=path)
+    ref = _read_fasta_file(path)
     ref.path = path
     if cache:
         _save_cached(ref, path)

@@ -29,7 +29,7 @@ def _same(a, b):
 def test_second_load_reads_the_copy_not_the_fasta(fasta, monkeypatch):
     first = load_reference(fasta)
     assert os.path.exists(cache_path(str(fasta)))
-    monkeypatch.setattr(reference, "parse_fasta", lambda *a, **k: pytest.fail("FASTA parsed again"))
+    monkeypatch.setattr(reference, "read_fasta", lambda *a, **k: pytest.fail("FASTA parsed again"))
     _same(load_reference(fasta), first)
 
 
@@ -64,3 +64,25 @@ def test_a_copy_that_cannot_be_written_is_no_error(fasta, monkeypatch):
     monkeypatch.setattr(idxfile, "save_index", read_only)
     _same(load_reference(fasta), load_reference(fasta, cache=False))
     assert not os.path.exists(cache_path(str(fasta)))
+
+
+@pytest.mark.parametrize("width", [0, 7, 60])
+def test_chunked_reading_equals_one_piece(tmp_path, monkeypatch, width):
+    """Pieces of any size (headers, wrapped and unwrapped lines, CRLF, blank lines across piece
+    boundaries) give the reference one whole read gives."""
+    import gzip
+    rng = np.random.default_rng(width)
+    seqs = {f"c{i}": "".join(rng.choice(list("ACGTNacgtRY"), int(rng.integers(0, 300)))) for i in range(12)}
+    wrap = (lambda x: x) if width == 0 else (lambda x: "\n".join(x[i:i + width] for i in range(0, len(x), width)))
+    text = "\n" + "".join(f">{n} d>x\r\n{wrap(q)}\n\n" for n, q in seqs.items())
+    path = tmp_path / "r.fa"
+    path.write_text(text)
+    whole = reference.parse_fasta(text.encode())
+    assert whole.names == [n for n, q in seqs.items() if q]
+    for chunk in (1, 5, 64, 1 << 20):
+        monkeypatch.setattr(reference, "READ_CHUNK", chunk)
+        _same(load_reference(path, cache=False), whole)
+    with gzip.open(tmp_path / "r.fa.gz", "wt") as fh:
+        fh.write(text)
+    monkeypatch.setattr(reference, "READ_CHUNK", 13)
+    _same(load_reference(tmp_path / "r.fa.gz", cache=False), whole)
