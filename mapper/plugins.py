@@ -16,6 +16,25 @@ class PluginError(ValueError):
     """Unknown plugin or bad plugin option (a usage error)."""
 
 
+
+def int_option(name, value, lo, hi=None):
+    """A plugin option that must be an integer >= lo (and <= hi): the int, or ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if value < lo or (hi is not None and value > hi):
+        rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+        raise ValueError(f"{name} must be {rng}, got {value}")
+    return value
+
+
+def choice_option(name, value, choices):
+    """A plugin option that must be one of `choices` (strings), or ValueError naming it."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
 class Seeder:
     """Finds candidate locations of reads. Owns its index (build, save, load).
 

@@ -20,7 +20,7 @@ from pymap import index as idxfile
 from pymap.batch import Candidates
 from pymap.errors import IndexCorrupt
 from pymap.kernels.minhash import LOAD, MAX_K, MAX_WINDOW, build as build_arrays, query_batch
-from pymap.plugins import Seeder
+from pymap.plugins import Seeder, int_option
 
 #: bumped when the index content changes meaning (hashes, layout); part of the mismatch check
 INDEX_VERSION = 1
@@ -41,26 +41,16 @@ OUTPUT_LIMIT = 1 << 23
 BUILD_KEYS = ("k", "sketch", "window", "stride", "bucket_cap")
 
 
-def _int_option(name, value, lo, hi=None):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if value < lo or (hi is not None and value > hi):
-        rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
-        raise ValueError(f"{name} must be {rng}, got {value}")
-    return value
-
-
 def check_build_params(k, sketch, window, stride, bucket_cap):
     """Validated build parameters (ValueError naming the option)."""
-    k = _int_option("k", k, 4, MAX_K)
-    sketch = _int_option("sketch", sketch, 1, 1024)
-    window = _int_option("window", window, k, MAX_WINDOW)
-    stride = _int_option("stride", stride, 1)
+    k = int_option("k", k, 4, MAX_K)
+    sketch = int_option("sketch", sketch, 1, 1024)
+    window = int_option("window", window, k, MAX_WINDOW)
+    stride = int_option("stride", stride, 1)
     if stride > window - k + 1:
         raise ValueError(f"stride must be at most window - k + 1 = {window - k + 1} (a larger stride leaves "
                          f"k-mers in no window), got {stride}")
-    bucket_cap = _int_option("bucket_cap", bucket_cap, 1, 65535)
+    bucket_cap = int_option("bucket_cap", bucket_cap, 1, 65535)
     return {"k": k, "sketch": sketch, "window": window, "stride": stride, "bucket_cap": bucket_cap}
 
 
@@ -141,14 +131,14 @@ class MinhashSeeder(Seeder):
 
     def __init__(self, k=None, sketch=None, window=None, stride=None, bucket_cap=None,
                  max_cands=DEFAULT_MAX_CANDS, min_hits=DEFAULT_MIN_HITS):
-        self.k = None if k is None else _int_option("k", k, 4, MAX_K)
-        self.sketch = None if sketch is None else _int_option("sketch", sketch, 1, 1024)
-        self.window = None if window is None else _int_option("window", window, 4, MAX_WINDOW)
-        self.stride = None if stride is None else _int_option("stride", stride, 1)
-        self.bucket_cap = None if bucket_cap is None else _int_option("bucket_cap", bucket_cap, 1, 65535)
+        self.k = None if k is None else int_option("k", k, 4, MAX_K)
+        self.sketch = None if sketch is None else int_option("sketch", sketch, 1, 1024)
+        self.window = None if window is None else int_option("window", window, 4, MAX_WINDOW)
+        self.stride = None if stride is None else int_option("stride", stride, 1)
+        self.bucket_cap = None if bucket_cap is None else int_option("bucket_cap", bucket_cap, 1, 65535)
         self.build_params()                 # the combination must make sense (k <= window, stride, ...)
-        self.max_cands = _int_option("max_cands", max_cands, 1, 100_000)
-        self.min_hits = _int_option("min_hits", min_hits, 1)
+        self.max_cands = int_option("max_cands", max_cands, 1, 100_000)
+        self.min_hits = int_option("min_hits", min_hits, 1)
 
     # ---------------------------------------------------------------- parameters
     def build_params(self):

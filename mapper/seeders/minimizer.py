@@ -31,7 +31,7 @@ from pymap.kernels.diagonal_clusters import HIT_BIAS
 from pymap.kernels.minimizer_index import (ORDERS, build as build_arrays, flag_of, low_bits_of, query_batch,
                                            table_consistent)
 from pymap.kernels.minimizers import RULES
-from pymap.plugins import Seeder
+from pymap.plugins import Seeder, choice_option, int_option
 
 #: bumped when the index content changes meaning (hash, layout); part of the mismatch check
 INDEX_VERSION = 1
@@ -64,34 +64,18 @@ def default_m(genome_len):
     return int(min(M_MAX, max(M_MIN, m)))
 
 
-def _int_option(name, value, lo, hi=None):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if value < lo or (hi is not None and value > hi):
-        rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
-        raise ValueError(f"{name} must be {rng}, got {value}")
-    return value
-
-
 def _m_option(m):
-    m = _int_option("m", m, 3, M_MAX)
+    m = int_option("m", m, 3, M_MAX)
     if m % 2 == 0:
         raise ValueError(f"m must be odd (an even m-mer can be its own reverse complement, whose strand is "
                          f"undefined), got {m}")
     return m
 
 
-def _choice(name, value, choices):
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
-    return value
-
-
 def check_build_params(m, w, rule, order, max_occ):
     """Validated build parameters (ValueError naming the option)."""
-    return {"m": _m_option(m), "w": _int_option("w", w, 1, 255), "rule": _choice("rule", rule, RULES),
-            "order": _choice("order", order, ORDERS), "max_occ": _int_option("max_occ", max_occ, 1, 1 << 31)}
+    return {"m": _m_option(m), "w": int_option("w", w, 1, 255), "rule": choice_option("rule", rule, RULES),
+            "order": choice_option("order", order, ORDERS), "max_occ": int_option("max_occ", max_occ, 1, 1 << 31)}
 
 
 class MinimizerIndex:
@@ -177,14 +161,14 @@ class MinimizerSeeder(Seeder):
     def __init__(self, m=None, w=None, rule=None, order=None, max_occ=None, max_cands=DEFAULT_MAX_CANDS,
                  min_hits=DEFAULT_MIN_HITS, min_frac=DEFAULT_MIN_FRAC):
         self.m = None if m is None else _m_option(m)
-        self.w = None if w is None else _int_option("w", w, 1, 255)
-        self.rule = None if rule is None else _choice("rule", rule, RULES)
-        self.order = None if order is None else _choice("order", order, ORDERS)
-        self.max_occ = None if max_occ is None else _int_option("max_occ", max_occ, 1, 1 << 31)
+        self.w = None if w is None else int_option("w", w, 1, 255)
+        self.rule = None if rule is None else choice_option("rule", rule, RULES)
+        self.order = None if order is None else choice_option("order", order, ORDERS)
+        self.max_occ = None if max_occ is None else int_option("max_occ", max_occ, 1, 1 << 31)
         if (self.rule or DEFAULT_RULE) != "none" and self.m is not None and self.m < 3:
             raise ValueError(f"signature rules need m >= 3, got m={self.m} (use rule=none)")
-        self.max_cands = _int_option("max_cands", max_cands, 1, 100_000)
-        self.min_hits = _int_option("min_hits", min_hits, 1)
+        self.max_cands = int_option("max_cands", max_cands, 1, 100_000)
+        self.min_hits = int_option("min_hits", min_hits, 1)
         if isinstance(min_frac, bool) or not isinstance(min_frac, (int, float, np.integer, np.floating)) \
                 or not 0 <= float(min_frac) <= 1:
             raise ValueError(f"min_frac must be a number in 0..1, got {min_frac!r}")

@@ -24,7 +24,7 @@ from pymap.kernels.nbindex_query import LOOKUPS, compact, edits_to_break, query_
 from pymap import index as idxfile
 from pymap.batch import Candidates
 from pymap.errors import IndexCorrupt, IndexMismatch
-from pymap.plugins import Seeder
+from pymap.plugins import Seeder, int_option
 
 #: bumped when the index content changes meaning (hash family, layout); part of the mismatch check
 INDEX_VERSION = 1
@@ -73,16 +73,6 @@ def parse_pattern(pattern):
     if care.size > MAX_CARE:
         raise ValueError(f"pattern {pattern!r} has {care.size} care positions, at most {MAX_CARE}")
     return care, len(pattern)
-
-
-def _int_option(name, value, lo, hi=None):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if value < lo or (hi is not None and value > hi):
-        rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
-        raise ValueError(f"{name} must be {rng}, got {value}")
-    return value
 
 
 class NeighborhoodIndex:
@@ -157,8 +147,8 @@ class NeighborhoodSeeder(Seeder):
     def __init__(self, seed_len=None, nb_len=None, pattern=None, step=DEFAULT_STEP, e_nb=DEFAULT_E_NB,
                  max_occ=DEFAULT_MAX_OCC, max_cands=DEFAULT_MAX_CANDS, min_hits=DEFAULT_MIN_HITS,
                  lookup=DEFAULT_LOOKUP, lossless=False):
-        self.seed_len = None if seed_len is None else _int_option("seed_len", seed_len, 1, MAX_CARE)
-        self.nb_len = None if nb_len is None else _int_option("nb_len", nb_len, 1, 16)
+        self.seed_len = None if seed_len is None else int_option("seed_len", seed_len, 1, MAX_CARE)
+        self.nb_len = None if nb_len is None else int_option("nb_len", nb_len, 1, 16)
         if pattern is not None:
             care, span = parse_pattern(pattern)
             pattern = "".join("#" if i in set(care.tolist()) else "-" for i in range(span))
@@ -166,13 +156,13 @@ class NeighborhoodSeeder(Seeder):
                 raise ValueError(f"seed_len={seed_len} contradicts pattern {pattern!r} (span {len(pattern)}); "
                                  f"give one of them")
         self.pattern = pattern
-        self.step = _int_option("step", step, 1, 1 << 16)
-        self.e_nb = _int_option("e_nb", e_nb, 0, 3)
+        self.step = int_option("step", step, 1, 1 << 16)
+        self.e_nb = int_option("e_nb", e_nb, 0, 3)
         if self.nb_len is not None and self.e_nb > self.nb_len:
             raise ValueError(f"e_nb ({e_nb}) must not exceed nb_len ({self.nb_len})")
-        self.max_occ = _int_option("max_occ", max_occ, 1)
-        self.max_cands = _int_option("max_cands", max_cands, 1, 100_000)
-        self.min_hits = _int_option("min_hits", min_hits, 1)
+        self.max_occ = int_option("max_occ", max_occ, 1)
+        self.max_cands = int_option("max_cands", max_cands, 1, 100_000)
+        self.min_hits = int_option("min_hits", min_hits, 1)
         if lookup not in LOOKUPS:
             raise ValueError(f"lookup must be one of {', '.join(LOOKUPS)}, got {lookup!r}")
         self.lookup = lookup
@@ -224,7 +214,7 @@ class NeighborhoodSeeder(Seeder):
     def load_index(self, path, reference, verify=True):
         def check(params):
             parse_pattern(params.get("pattern"))
-            _int_option("nb_len", params.get("nb_len"), 1, 16)
+            int_option("nb_len", params.get("nb_len"), 1, 16)
             return params
         params, info, arrays = idxfile.load_seeder_index(path, self.name, INDEX_VERSION, reference,
                                                          self._explicit_params(), check, verify)
