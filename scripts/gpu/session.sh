@@ -23,6 +23,9 @@ for step in $steps; do
     # the machine's own pytest (with plugins) clashes with a staged one: use the machine's
     if PYTHONPATH= python3 -c "import pytest" 2>/dev/null; then rm -rf /tmp/site/_pytest /tmp/site/pytest* /tmp/site/py.py /tmp/site/pluggy*; fi
     python3 -m pytest -q -rs tests/test_gatekeeper.py tests/test_sneakysnake.py -k cuda 2>&1 | tail -6 | tee "$OUT/tests.txt" ;;
+  gpustages)
+    if PYTHONPATH= python3 -c "import pytest" 2>/dev/null; then rm -rf /tmp/site/_pytest /tmp/site/pytest* /tmp/site/py.py /tmp/site/pluggy*; fi
+    python3 -m pytest -q -rs -x tests/test_gpu_stages.py -k gpu 2>&1 | tail -30 | tee "$OUT/gpustages.txt" ;;
   bench)
     python3 scripts/bench_filters.py --pairs 1000000 --tile 8 --threads "$(nproc)" --repeat 5 \
       --json "$OUT/bench.json" > "$OUT/bench.md" 2> "$OUT/bench.log"; cat "$OUT/bench.md" ;;

@@ -1,0 +1,118 @@
+"""The affine extender on CUDA: kernels.affine's per-candidate code, compiled for the GPU.
+
+The kernel calls kernels.affine._one itself (Numba compiles an @njit function called from a CUDA
+kernel for the device), so the GPU writes the same scores, reference ends, clips, NM and CIGARs as
+the CPU by construction: there is one alignment routine, not a twin to keep in step.
+
+One thread per candidate, grid-stride. Each thread's scratch (DP rows, traceback bits, CIGAR) is a
+column of device arrays laid out thread-minor (scratch[cell, thread]): the threads of a warp
+touching the same cell index touch adjacent bytes. CIGARs are written to a slot of SLOT ops per
+candidate; the rare longer ones are finished on the CPU by the same code, as kernels.affine does.
+The reference stays on the device (cuda_support.resident), shared with the filter and the seeder.
+"""
+import numpy as np
+from numba import config as numba_config
+
+from pymap.kernels import affine as cpu
+from pymap.kernels.cuda_support import cuda, resident
+
+#: CIGAR ops kept per candidate on the device
+SLOT = 16
+THREADS_PER_BLOCK = 128
+#: threads (and scratch columns) per launch: enough to fill an H100 several times over
+MAX_THREADS = 1 << 16
+#: scratch bytes per launch at most (longer reads or wider bands get fewer threads)
+MAX_SCRATCH = 1 << 30
+
+if numba_config.ENABLE_CUDASIM:
+    def _one(*args):
+        """The simulator runs the kernel in Python: hand the CPU function plain NumPy arrays."""
+        return cpu._one(*[getattr(a, "_ary", a) for a in args])
+else:
+    _one = cpu._one
+
+
+@cuda.jit
+def _k_align(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P,
+             sH, sF, sG, sX, sGC, sY, sdirs, srev, sout, res, cig, want_cigar):
+    t = cuda.grid(1)
+    nt = sH.shape[1]
+    if t >= nt:
+        return
+    H = sH[:, t]
+    F = sF[:, t]
+    G = sG[:, t]
+    X = sX[:, t]
+    GC = sGC[:, t]
+    Y = sY[:, t]
+    dirs = sdirs[:, t]
+    rev = srev[:, t]
+    out = sout[:, t]
+    for i in range(t, c_read.shape[0], nt):
+        s, a, b, x, y, z, k = _one(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos,
+                                   c_lo, c_hi, c_band, c_min, P, H, F, G, X, GC, Y, dirs, rev, out, i)
+        res[i, 0] = s
+        res[i, 1] = a
+        res[i, 2] = b
+        res[i, 3] = x
+        res[i, 4] = y
+        res[i, 5] = z
+        res[i, 6] = k
+        if want_cigar and k <= SLOT:
+            for q in range(k):
+                cig[i, q] = out[q]
+
+
+def _threads(n, maxl, maxb):
+    """Threads of one launch: a multiple of the block size, within MAX_THREADS and MAX_SCRATCH."""
+    if numba_config.ENABLE_CUDASIM:
+        return THREADS_PER_BLOCK if n > 32 else 32     # the simulator runs a thread per Python thread
+    per_thread = (maxl + 1) * maxb + 4 * (6 * maxb + 2) + 8 * (2 * maxl + 2)
+    t = min(MAX_THREADS, max(1, MAX_SCRATCH // per_thread), n)
+    return max(THREADS_PER_BLOCK, (t + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK * THREADS_PER_BLOCK)
+
+
+def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band,
+                      params=None, min_score=None, traceback=True):
+    """kernels.affine.affine_align (traceback) or affine_scores (not) on the current GPU: same
+    arguments, same results."""
+    P = cpu.make_params() if params is None else np.ascontiguousarray(params, np.int64)
+    args = cpu._prep(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band)
+    n = args[4].shape[0]
+    c_min = cpu._min_scores(P, n, min_score)
+    if n == 0:
+        return cpu._affine_batch(*args, c_min, P, traceback)[:8 if traceback else 6]
+    maxl, maxb = cpu._scratch_dims(*[args[i] for i in (2, 4, 6, 7, 8, 9)])
+    nt = _threads(n, maxl, maxb)
+    stream = cuda.stream()
+    d_ref = resident(args[3])
+    d = [cuda.to_device(a, stream=stream) for a in args[:3] + args[4:] + (c_min, P)]
+    scratch = [cuda.device_array((maxb + 1, nt), np.int32, stream=stream) for _ in range(2)]
+    scratch += [cuda.device_array((maxb, nt), np.int32, stream=stream) for _ in range(4)]
+    scratch += [cuda.device_array(((maxl + 1) * maxb, nt), np.uint8, stream=stream),
+                cuda.device_array((2 * maxl + 1, nt), np.uint32, stream=stream),
+                cuda.device_array((2 * maxl + 3, nt), np.uint32, stream=stream)]
+    d_res = cuda.device_array((n, 7), np.int64, stream=stream)
+    d_cig = cuda.device_array((n if traceback else 1, SLOT), np.uint32, stream=stream)
+    _k_align[nt // THREADS_PER_BLOCK, THREADS_PER_BLOCK, stream](d[0], d[1], d[2], d_ref, *d[3:], *scratch,
+                                                               d_res, d_cig, traceback)
+    res = d_res.copy_to_host(stream=stream)
+    slots = d_cig.copy_to_host(stream=stream) if traceback else None
+    stream.synchronize()
+    score = res[:, 0].astype(np.int32)
+    values = (score, res[:, 1].copy(), res[:, 2].copy(), res[:, 3].astype(np.int32), res[:, 4].astype(np.int32),
+              res[:, 5].astype(np.int32))
+    if not traceback:
+        return values
+    nops = res[:, 6]
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(nops, out=offsets[1:])
+    short = nops <= SLOT
+    keep = np.repeat(short, nops)
+    cigar = np.empty(offsets[-1], np.uint32)
+    cigar[keep] = slots[short][np.arange(SLOT)[None, :] < nops[short, None]]
+    if not short.all():
+        idx = np.flatnonzero(~short)
+        sub = cpu._affine_batch(*args[:4], *[a[idx] for a in args[4:]], c_min[idx], P, True)
+        cigar[~keep] = sub[6]
+    return values + (cigar, offsets)

@@ -1,0 +1,69 @@
+"""The GPU stages of `--device gpu` give the CPU's results: under the CUDA simulator here, on a real
+GPU where one is present. Each check runs in a child process (the simulator is chosen at import)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+
+def run_check(name, where, *args):
+    if where == "gpu":
+        from pymap.kernels.cuda_support import cuda_available
+        if not cuda_available():
+            pytest.skip("no CUDA GPU here (the simulator variant runs instead)")
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1" if where == "simulator" else "0")
+    code = (f"import sys, json; sys.path.insert(0, {str(TESTS)!r}); import test_gpu_stages as t; "
+            f"print(json.dumps(t.{name}(*{list(args)!r})))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------------------------- extender
+
+def compare_affine(n):
+    """The CUDA affine kernel against the CPU one on simulated candidates (clips, indels, N, contig
+    ends, long CIGARs), with and without traceback, and per-candidate minimum scores."""
+    from affine_sim import simulate
+    from pymap.kernels import affine as ka
+    from pymap.kernels.affine_cuda import affine_align_cuda
+    from pymap.kernels.encoding import reverse_complement_batch
+    rng = np.random.default_rng(3)
+    ref, items = simulate(rng, n, lengths=(20, 35, 70, 150))
+    reads = [np.asarray(it[0], np.uint8) for it in items]
+    off = np.zeros(len(reads) + 1, np.int64)
+    off[1:] = np.cumsum([r.size for r in reads])
+    codes = np.concatenate(reads)
+    long_read = ref[100:340].copy()                        # many short gaps: a CIGAR over the slot
+    for x in range(200, 0, -20):
+        long_read = np.insert(long_read, x, (long_read[x] + 1) % 4) if (x // 20) % 2 else np.delete(long_read, x)
+    codes = np.concatenate([codes, long_read])
+    off = np.append(off, off[-1] + long_read.size)
+    args = (codes, reverse_complement_batch(codes, off), off, ref,
+            np.arange(len(items) + 1, dtype=np.int32), np.array([it[2] for it in items] + [0], np.int8),
+            np.array([it[3] for it in items] + [100], np.int64), np.array([it[4] for it in items] + [0], np.int64),
+            np.array([it[5] for it in items] + [400], np.int64), np.array([it[6] for it in items] + [8], np.int32))
+    min_score = rng.integers(1, 40, len(items) + 1)
+    bad = []
+    aligned = int((ka.affine_align(*args)[1] >= 0).sum())
+    for kw in ({}, {"min_score": min_score}):
+        cpu = ka.affine_align(*args, **kw)
+        gpu = affine_align_cuda(*args, **kw)
+        bad += [f"align {i}" for i, (a, b) in enumerate(zip(cpu, gpu)) if not np.array_equal(a, b)]
+        gpu_s = affine_align_cuda(*args, traceback=False, **kw)
+        bad += [f"scores {i}" for i, (a, b) in enumerate(zip(cpu[:6], gpu_s)) if not np.array_equal(a, b)]
+    nops = np.diff(cpu[7])
+    return {"bad": bad, "n": len(items) + 1, "long": int((nops > 16).sum()), "aligned": aligned}
+
+
+@pytest.mark.parametrize("where", ["simulator", "gpu"])
+def test_affine_cuda_equals_cpu(where):
+    res = run_check("compare_affine", where, 300 if where == "simulator" else 20000)
+    assert res["bad"] == []
+    assert res["long"] >= 1 and res["aligned"] > res["n"] // 2
