@@ -32,7 +32,7 @@ else:
     _one = cpu._one
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _k_align(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P,
              sH, sF, sG, sX, sGC, sY, sdirs, srev, sout, res, cig, want_cigar):
     t = cuda.grid(1)
@@ -66,7 +66,7 @@ def _k_align(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_
 def _threads(n, maxl, maxb):
     """Threads of one launch: a multiple of the block size, within MAX_THREADS and MAX_SCRATCH."""
     if numba_config.ENABLE_CUDASIM:
-        return THREADS_PER_BLOCK if n > 32 else 32     # the simulator runs a thread per Python thread
+        return 32                      # the simulator runs a thread per Python thread
     per_thread = (maxl + 1) * maxb + 4 * (6 * maxb + 2) + 8 * (2 * maxl + 2)
     t = min(MAX_THREADS, max(1, MAX_SCRATCH // per_thread), n)
     return max(THREADS_PER_BLOCK, (t + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK * THREADS_PER_BLOCK)
@@ -94,7 +94,8 @@ def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_s
                 cuda.device_array((2 * maxl + 3, nt), np.uint32, stream=stream)]
     d_res = cuda.device_array((n, 7), np.int64, stream=stream)
     d_cig = cuda.device_array((n if traceback else 1, SLOT), np.uint32, stream=stream)
-    _k_align[nt // THREADS_PER_BLOCK, THREADS_PER_BLOCK, stream](d[0], d[1], d[2], d_ref, *d[3:], *scratch,
+    tpb = min(nt, THREADS_PER_BLOCK)
+    _k_align[nt // tpb, tpb, stream](d[0], d[1], d[2], d_ref, *d[3:], *scratch,
                                                                d_res, d_cig, traceback)
     res = d_res.copy_to_host(stream=stream)
     slots = d_cig.copy_to_host(stream=stream) if traceback else None

@@ -127,6 +127,17 @@ def open_index(seeder, reference, ref_path, index_path=None, save=True, verify=T
     return index
 
 
+def with_device(kind, spec, opts, device):
+    """opts plus device=DEVICE when a stage of spec (a name, or a filter chain a,b) has a device
+    option and opts do not set one: --device reaches every stage that can run on a GPU."""
+    if device is None or "device" in opts:
+        return opts
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if any("device" in (plugins.option_names(plugins.load_class(kind, n)) or ()) for n in names):
+        return {**opts, "device": device}
+    return opts
+
+
 def make_pipeline(ref_path, options, index_path=None, paired=False):
     options.validate()
     set_threads(options.threads)
@@ -136,14 +147,16 @@ def make_pipeline(ref_path, options, index_path=None, paired=False):
     if options.report_all:
         cls = plugins.load_class("seeder", options.seeder)
         seeder_opts = {**getattr(cls, "all_locations_defaults", {}), **seeder_opts}
-    seeder = plugins.create("seeder", options.seeder, **seeder_opts)
-    filt = make_filter(options.filter, options.filter_opts)
-    extender = plugins.create("extender", options.extender, **options.extender_opts)
+    seeder = plugins.create("seeder", options.seeder, **with_device("seeder", options.seeder, seeder_opts,
+                                                                     options.device))
+    filt = make_filter(options.filter, with_device("filter", options.filter, options.filter_opts, options.device))
+    extender_opts = with_device("extender", options.extender, options.extender_opts, options.device)
+    extender = plugins.create("extender", options.extender, **extender_opts)
     pair_extender = None
     if paired and "min_score" in (plugins.option_names(type(extender)) or ()):
         # mates of a proper pair are kept down to a lower score than single reads (as bwa mem does)
         low = min(extender.min_score, PAIR_MIN_SCORE)
-        pair_extender = plugins.create("extender", options.extender, **{**options.extender_opts, "min_score": low})
+        pair_extender = plugins.create("extender", options.extender, **{**extender_opts, "min_score": low})
     index = open_index(seeder, reference, ref_path, index_path)
     return Pipeline(reference, index, seeder, filt, extender, options, pair_extender=pair_extender)
 
@@ -298,4 +311,6 @@ def summary_line(st, filter_counts=None):
         parts.append("filter accepts " + ", ".join(f"{n} {a}" for n, a in filter_counts))
     stages = ", ".join(f"{k} {v:.2f}" for k, v in st.seconds.items() if k != "total")
     parts.append(f"{st.seconds.get('total', 0):.2f} s" + (f" ({stages})" if stages else ""))
+    if st.on_gpu:
+        parts.append("on gpu: " + ", ".join(st.on_gpu))
     return "; ".join(parts)

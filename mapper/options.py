@@ -26,6 +26,8 @@ class AlignOptions:
     sort: coordinate-sorted output with its index. level: the output's compression level (None:
     htslib's default). dask: None (one process), "local:N" (a local cluster of N worker
     processes), "tcp://HOST:PORT" (a running scheduler) or a distributed.Client.
+    device: "cpu", "gpu" or "auto" (the GPU when one is usable) for every stage that has a device
+    option (seeder, filter, extender); None leaves each stage at its own default.
     extender: None picks the scoring extender "affine" (bwa-mem scores, clipping), or the
     edit-distance extender "banded" under report_all (every location within e).
     """
@@ -52,6 +54,7 @@ class AlignOptions:
     sort: bool = False
     level: int = None
     dask: object = None
+    device: str = None
 
     def validate(self):
         if self.extender is None:
@@ -81,6 +84,8 @@ class AlignOptions:
             self.read_group = rg
         if self.level is not None and not (0 <= self.level <= 9):
             raise UsageError(f"--level must be in 0..9, got {self.level}")
+        if self.device not in (None, "auto", "cpu", "gpu"):
+            raise UsageError(f"--device must be auto, cpu or gpu, got {self.device!r}")
         if self.seed < 0:
             raise UsageError(f"--seed must be >= 0, got {self.seed}")
         return self

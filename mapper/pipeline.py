@@ -39,6 +39,7 @@ class RunStats:
     rescued_pairs: int = 0
     seconds: dict = field(default_factory=dict)
     filter_slack: str = None   # the allowance the filter ran with ("0", "0..1", "e")
+    on_gpu: tuple = ()         # the stages that ran on a GPU ("seed", "filter", "extend")
 
     def add_time(self, key, dt):
         self.seconds[key] = self.seconds.get(key, 0.0) + dt
@@ -59,7 +60,7 @@ class Pipeline:
         # --all: no location within e may be lost, so the filter always runs at 2e
         self.slack = SlackTable(filt, fixed=options.filter_slack, whole_e=options.report_all)
         self.opt = options
-        self.stats = RunStats()
+        self.stats = RunStats(on_gpu=gpu_stages(seeder, filt, extender))
         self.ctg_names = np.frombuffer("".join(reference.names).encode(), dtype=np.uint8).copy()
         self.ctg_name_offsets = np.zeros(len(reference.names) + 1, np.int64)
         np.cumsum([len(n.encode()) for n in reference.names], out=self.ctg_name_offsets[1:])
@@ -536,6 +537,13 @@ class Hits:
     has_cand: np.ndarray = None
     aln_read: np.ndarray = None     # read and strand of every alignment (found or not)
     aln_strand: np.ndarray = None
+
+
+def gpu_stages(seeder, filt, extender):
+    """The names of the stages set to run on a GPU (device "gpu"; a filter chain: any of its stages)."""
+    def on_gpu(stage):
+        return any(getattr(s, "device", None) == "gpu" for s in [stage, *getattr(stage, "stages", ())])
+    return tuple(name for name, stage in (("seed", seeder), ("filter", filt), ("extend", extender)) if on_gpu(stage))
 
 
 def interleave(r1, r2):

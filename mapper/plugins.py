@@ -35,6 +35,20 @@ def choice_option(name, value, choices):
     return value
 
 
+def resolve_device(device):
+    """A stage's device option ("cpu", "gpu" or "auto") as "cpu" or "gpu"; "gpu" without a usable
+    CUDA GPU is a ValueError."""
+    choice_option("device", device, ("auto", "cpu", "gpu"))
+    if device == "cpu":
+        return "cpu"
+    from pymap.kernels.cuda_support import cuda_available
+    if cuda_available():
+        return "gpu"
+    if device == "gpu":
+        raise ValueError("option 'device' is 'gpu' but no CUDA GPU is available (use device=cpu or auto)")
+    return "cpu"
+
+
 class Seeder:
     """Finds candidate locations of reads. Owns its index (build, save, load).
 

@@ -67,3 +67,47 @@ def test_affine_cuda_equals_cpu(where):
     res = run_check("compare_affine", where, 300 if where == "simulator" else 20000)
     assert res["bad"] == []
     assert res["long"] >= 1 and res["aligned"] > res["n"] // 2
+
+
+# ------------------------------------------------------------------------------------- mapping
+
+def compare_mapping(n_reads, paired):
+    """`--device gpu` against `--device cpu` on the bundled lambda example (the first n_reads reads;
+    paired: read pairs made from them): the same records, and the summary names the GPU stages."""
+    import gzip
+    import shutil
+    import tempfile
+    from pymap import api
+    from pymap.options import AlignOptions
+    root = TESTS.parent / "examples"
+    tmp = Path(tempfile.mkdtemp())
+    shutil.copy(root / "lambda.fa", tmp / "lambda.fa")
+    with gzip.open(root / "reads.fq.gz", "rt") as fh:
+        lines = [next(fh) for _ in range(4 * n_reads)]
+    (tmp / "r1.fq").write_text("".join(lines))
+    mates = None
+    if paired:                         # mate 2: the reverse complement of each read's last 60 bases
+        comp = str.maketrans("ACGTN", "TGCAN")
+        out = []
+        for i in range(0, len(lines), 4):
+            seq = lines[i + 1].strip()[-60:].translate(comp)[::-1]
+            out += [lines[i], seq + "\n", "+\n", lines[i + 3].strip()[-60:][::-1] + "\n"]
+        (tmp / "r2.fq").write_text("".join(out))
+        mates = str(tmp / "r2.fq")
+    sams, stats = {}, {}
+    for device in ("cpu", "gpu"):
+        out_path = tmp / f"{device}.sam"
+        stats[device] = api.align(str(tmp / "lambda.fa"), str(tmp / "r1.fq"), str(out_path), mates_path=mates,
+                                  options=AlignOptions(device=device, threads=2, batch_size=97, progress=False),
+                                  summary=False)
+        sams[device] = [x for x in out_path.read_text().splitlines() if not x.startswith("@PG")]
+    return {"same": sams["cpu"] == sams["gpu"], "records": len(sams["cpu"]),
+            "on_gpu": list(stats["gpu"].on_gpu), "on_cpu": list(stats["cpu"].on_gpu)}
+
+
+@pytest.mark.parametrize("paired", [False, True], ids=["single", "pairs"])
+@pytest.mark.parametrize("where", ["simulator", "gpu"])
+def test_mapping_on_gpu_equals_cpu(where, paired):
+    res = run_check("compare_mapping", where, 150 if where == "simulator" else 2000, paired)
+    assert res["same"] and res["records"] > 150
+    assert res["on_gpu"] == ["filter", "extend"] and res["on_cpu"] == []

@@ -2,7 +2,7 @@
 import numpy as np
 
 from pymap.batch import Alignments
-from pymap.plugins import Extender
+from pymap.plugins import Extender, resolve_device
 
 
 def parse_clip(clip):
@@ -29,12 +29,14 @@ class AffineExtender(Extender):
     Options are bwa-mem's scoring: match (-A, 1), mismatch (-B, 4), gap_open (-O, 6), gap_ext (-E, 1;
     a gap of k bases costs open + k * ext), clip (-L, 5, or "left,right": the penalty of clipping a
     read end), min_score (-T: alignments scoring lower are not reported, 30), band (w; default
-    max(e, 16) per candidate). Gaps are left-aligned; a read overhanging a contig end is clipped there.
+    max(e, 16) per candidate), device (cpu, gpu or auto: the same routine on a CUDA GPU, the same
+    results). Gaps are left-aligned; a read overhanging a contig end is clipped there.
     """
     name = "affine"
     scoring = "affine"
 
-    def __init__(self, match=1, mismatch=4, gap_open=6, gap_ext=1, clip=5, min_score=30, band=None):
+    def __init__(self, match=1, mismatch=4, gap_open=6, gap_ext=1, clip=5, min_score=30, band=None,
+                 device="cpu"):
         from pymap.kernels.affine import make_params
         left, right = parse_clip(clip)
         if band is not None and int(band) < 0:
@@ -46,11 +48,17 @@ class AffineExtender(Extender):
         self.min_score = int(min_score)
         self.match_score = int(match)
         self.edit_cost = int(match) + int(mismatch)
+        self.device = resolve_device(device)
 
     def extend(self, cands, traceback=False):
         from pymap.kernels.affine import affine_align, affine_scores
         args = cands.arrays()[:-1] + (cands.band(self.band),)
-        if traceback:
+        if self.device == "gpu":
+            from pymap.kernels.affine_cuda import affine_align_cuda
+            out = affine_align_cuda(*args, params=self.params, min_score=cands.min_score, traceback=traceback)
+            score, start, nm = out[0], out[1], out[5]
+            cigar, offsets = out[6:] if traceback else (None, None)
+        elif traceback:
             score, start, _, _, _, nm, cigar, offsets = affine_align(*args, params=self.params,
                                                                      min_score=cands.min_score)
         else:

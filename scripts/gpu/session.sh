@@ -57,7 +57,7 @@ for step in $steps; do
     TIMEFORMAT="%R s wall, %U s user"
     for dev in cpu gpu cpu gpu; do
       { time python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq \
-        --device $dev -t "$(nproc)" --batch-size 200000 --no-progress -o /tmp/map/$dev.sam ; } 2>&1 | tail -2 | tee -a "$OUT/map_$dev.txt"
+        --device $dev -t "$(nproc)" --batch-size 200000 --no-progress -o /tmp/map/$dev.sam ; } 2>&1 | tail -3 | tee -a "$OUT/map_$dev.txt"
     done
     cmp <(grep -v '^@PG' /tmp/map/cpu.sam) <(grep -v '^@PG' /tmp/map/gpu.sam) && echo "cpu and gpu SAM identical" | tee -a "$OUT/map.txt"
     python3 scripts/numpy_reads.py --check /tmp/map/gpu.sam | tee -a "$OUT/map.txt" ;;
