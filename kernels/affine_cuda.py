@@ -73,9 +73,10 @@ def _threads(n, maxl, maxb):
 
 
 def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band,
-                      params=None, min_score=None, traceback=True):
+                      params=None, min_score=None, traceback=True, timing=None):
     """kernels.affine.affine_align (traceback) or affine_scores (not) on the current GPU: same
-    arguments, same results."""
+    arguments, same results. timing: a dict whose "kernel_ms" gets the kernel's time (CUDA events)
+    added."""
     P = cpu.make_params() if params is None else np.ascontiguousarray(params, np.int64)
     args = cpu._prep(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band)
     n = args[4].shape[0]
@@ -95,11 +96,16 @@ def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_s
     d_res = cuda.device_array((n, 7), np.int64, stream=stream)
     d_cig = cuda.device_array((n if traceback else 1, SLOT), np.uint32, stream=stream)
     tpb = min(nt, THREADS_PER_BLOCK)
+    ev0, ev1 = cuda.event(), cuda.event()
+    ev0.record(stream)
     _k_align[nt // tpb, tpb, stream](d[0], d[1], d[2], d_ref, *d[3:], *scratch,
                                                                d_res, d_cig, traceback)
+    ev1.record(stream)
     res = d_res.copy_to_host(stream=stream)
     slots = d_cig.copy_to_host(stream=stream) if traceback else None
     stream.synchronize()
+    if timing is not None:
+        timing["kernel_ms"] = timing.get("kernel_ms", 0.0) + ev0.elapsed_time(ev1)
     score = res[:, 0].astype(np.int32)
     values = (score, res[:, 1].copy(), res[:, 2].copy(), res[:, 3].astype(np.int32), res[:, 4].astype(np.int32),
               res[:, 5].astype(np.int32))

@@ -49,13 +49,15 @@ class AffineExtender(Extender):
         self.match_score = int(match)
         self.edit_cost = int(match) + int(mismatch)
         self.device = resolve_device(device)
+        self.timing = {}                 # on the GPU: kernel_ms, the kernels' time (CUDA events)
 
     def extend(self, cands, traceback=False):
         from pymap.kernels.affine import affine_align, affine_scores
         args = cands.arrays()[:-1] + (cands.band(self.band),)
         if self.device == "gpu":
             from pymap.kernels.affine_cuda import affine_align_cuda
-            out = affine_align_cuda(*args, params=self.params, min_score=cands.min_score, traceback=traceback)
+            out = affine_align_cuda(*args, params=self.params, min_score=cands.min_score, traceback=traceback,
+                                    timing=self.timing)
             score, start, nm = out[0], out[1], out[5]
             cigar, offsets = out[6:] if traceback else (None, None)
         elif traceback:

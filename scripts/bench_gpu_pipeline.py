@@ -1,0 +1,68 @@
+#!/usr/bin/env python
+"""Per-stage times of `--device cpu` and `--device gpu` on the same reads, in one warm process.
+
+For each device the reads are mapped --repeats times (the first run also pays kernel compiles or
+cache loads; the table shows the fastest later one) with -t THREADS; the SAM records of the two
+devices are compared. Stage seconds are the mapper's own (RunStats); "extend kernel" is the time
+of the affine kernel on the GPU by CUDA events. Reads per second = reads / mapping seconds (FASTQ
+parsing and SAM formatting included; reference and index loading excluded).
+
+    python scripts/bench_gpu_pipeline.py REF READS.fq [-t 16] [--batch-size 200000] [--repeats 2]
+"""
+import argparse
+import os
+import time
+
+from pymap import api
+from pymap.options import AlignOptions
+from pymap.sam import make_header
+
+
+def run_once(ref, reads, device, threads, batch_size, out_path):
+    opts = AlignOptions(device=device, threads=threads, batch_size=batch_size, progress=False).validate()
+    run = api.LocalRun(ref, opts, None, False)
+    header = make_header(run.reference, "bench", None)
+    t = time.perf_counter()
+    with open(out_path, "wb") as out:
+        for text in run.sam_batches(reads, None, header):
+            out.write(text)
+    seconds = time.perf_counter() - t
+    run.close()
+    return seconds, run.stats, dict(getattr(run.pipe.extender, "timing", {}))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("ref")
+    ap.add_argument("reads")
+    ap.add_argument("-t", "--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--batch-size", type=int, default=200000)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--workdir", default="/tmp")
+    ap.add_argument("--devices", default="cpu,gpu", help="comma-separated, compared with the first")
+    args = ap.parse_args()
+    rows, outputs = [], {}
+    devices = args.devices.split(",")
+    for device in devices:
+        best = None
+        for _ in range(args.repeats):
+            path = os.path.join(args.workdir, f"bench_{device}.sam")
+            res = run_once(args.ref, args.reads, device, args.threads, args.batch_size, path)
+            best = res if best is None or res[0] < best[0] else best
+        outputs[device] = path
+        seconds, st, timing = best
+        rows.append((device, st.reads, seconds, st.seconds, timing.get("kernel_ms", 0.0) / 1000, st.on_gpu))
+    with open(outputs[devices[0]], "rb") as a:
+        first = a.read()
+    same = all(open(outputs[d], "rb").read() == first for d in devices[1:])
+    stages = sorted({k for r in rows for k in r[3]})
+    print(f"| device | reads | s | reads/s | {' | '.join(stages)} | extend kernel s | on gpu |")
+    print("|" + " --- |" * (len(stages) + 6))
+    for device, n, seconds, sec, kern, on_gpu in rows:
+        cells = " | ".join(f"{sec.get(k, 0):.2f}" for k in stages)
+        print(f"| {device} | {n} | {seconds:.2f} | {n / seconds:,.0f} | {cells} | {kern:.2f} | {', '.join(on_gpu)} |")
+    print(f"records identical: {same}")
+
+
+if __name__ == "__main__":
+    main()
