@@ -10,6 +10,8 @@ touching the same cell index touch adjacent bytes. CIGARs are written to a slot 
 candidate; the rare longer ones are finished on the CPU by the same code, as kernels.affine does.
 The reference stays on the device (cuda_support.resident), shared with the filter and the seeder.
 """
+import threading
+
 import numpy as np
 from numba import config as numba_config
 
@@ -72,6 +74,27 @@ def _threads(n, maxl, maxb):
     return max(THREADS_PER_BLOCK, (t + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK * THREADS_PER_BLOCK)
 
 
+_SCRATCH = {}
+_LOCK = threading.Lock()
+
+
+def _scratch(maxl, maxb, nt):
+    """The kernel's scratch for nt threads (H, F, G, X, GC, Y, dirs, rev, out, each [cell, thread]),
+    cut from flat device buffers kept per GPU and grown as needed: allocating ~0.5 GB per call
+    cost more than the kernel."""
+    shapes = [(maxb + 1, np.int32)] * 2 + [(maxb, np.int32)] * 4 + [
+        ((maxl + 1) * maxb, np.uint8), (2 * maxl + 1, np.uint32), (2 * maxl + 3, np.uint32)]
+    gpu = getattr(cuda.get_current_device(), "id", 0)
+    bufs = _SCRATCH.setdefault(gpu, [None] * len(shapes))
+    out = []
+    for k, (rows, dtype) in enumerate(shapes):
+        size = rows * nt
+        if bufs[k] is None or bufs[k].shape[0] < size:
+            bufs[k] = cuda.device_array(size, dtype)
+        out.append(bufs[k][:size].reshape(rows, nt))
+    return out
+
+
 def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band,
                       params=None, min_score=None, traceback=True, timing=None):
     """kernels.affine.affine_align (traceback) or affine_scores (not) on the current GPU: same
@@ -85,25 +108,21 @@ def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_s
         return cpu._affine_batch(*args, c_min, P, traceback)[:8 if traceback else 6]
     maxl, maxb = cpu._scratch_dims(*[args[i] for i in (2, 4, 6, 7, 8, 9)])
     nt = _threads(n, maxl, maxb)
-    stream = cuda.stream()
-    d_ref = resident(args[3])
-    d = [cuda.to_device(a, stream=stream) for a in args[:3] + args[4:] + (c_min, P)]
-    scratch = [cuda.device_array((maxb + 1, nt), np.int32, stream=stream) for _ in range(2)]
-    scratch += [cuda.device_array((maxb, nt), np.int32, stream=stream) for _ in range(4)]
-    scratch += [cuda.device_array(((maxl + 1) * maxb, nt), np.uint8, stream=stream),
-                cuda.device_array((2 * maxl + 1, nt), np.uint32, stream=stream),
-                cuda.device_array((2 * maxl + 3, nt), np.uint32, stream=stream)]
-    d_res = cuda.device_array((n, 7), np.int64, stream=stream)
-    d_cig = cuda.device_array((n if traceback else 1, SLOT), np.uint32, stream=stream)
-    tpb = min(nt, THREADS_PER_BLOCK)
-    ev0, ev1 = cuda.event(), cuda.event()
-    ev0.record(stream)
-    _k_align[nt // tpb, tpb, stream](d[0], d[1], d[2], d_ref, *d[3:], *scratch,
-                                                               d_res, d_cig, traceback)
-    ev1.record(stream)
-    res = d_res.copy_to_host(stream=stream)
-    slots = d_cig.copy_to_host(stream=stream) if traceback else None
-    stream.synchronize()
+    with _LOCK:                                      # one scratch per GPU
+        stream = cuda.stream()
+        d_reads = [resident(a) for a in args[:4]]   # a batch's reads serve all its extender calls
+        d = [cuda.to_device(a, stream=stream) for a in args[4:] + (c_min, P)]
+        scratch = _scratch(maxl, maxb, nt)
+        d_res = cuda.device_array((n, 7), np.int64, stream=stream)
+        d_cig = cuda.device_array((n if traceback else 1, SLOT), np.uint32, stream=stream)
+        tpb = min(nt, THREADS_PER_BLOCK)
+        ev0, ev1 = cuda.event(), cuda.event()
+        ev0.record(stream)
+        _k_align[nt // tpb, tpb, stream](*d_reads, *d, *scratch, d_res, d_cig, traceback)
+        ev1.record(stream)
+        res = d_res.copy_to_host(stream=stream)
+        slots = d_cig.copy_to_host(stream=stream) if traceback else None
+        stream.synchronize()
     if timing is not None:
         timing["kernel_ms"] = timing.get("kernel_ms", 0.0) + ev0.elapsed_time(ev1)
     score = res[:, 0].astype(np.int32)

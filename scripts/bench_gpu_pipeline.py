@@ -40,6 +40,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--workdir", default="/tmp")
     ap.add_argument("--devices", default="cpu,gpu", help="comma-separated, compared with the first")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="profile one more run per device (cProfile) and print its N costliest functions")
     args = ap.parse_args()
     rows, outputs = [], {}
     devices = args.devices.split(",")
@@ -50,6 +52,13 @@ def main():
             res = run_once(args.ref, args.reads, device, args.threads, args.batch_size, path)
             best = res if best is None or res[0] < best[0] else best
         outputs[device] = path
+        if args.profile:
+            import cProfile
+            import pstats
+            prof = cProfile.Profile()
+            prof.runcall(run_once, args.ref, args.reads, device, args.threads, args.batch_size, path)
+            print(f"## profile, {device}")
+            pstats.Stats(prof).sort_stats("tottime").print_stats(args.profile)
         seconds, st, timing = best
         rows.append((device, st.reads, seconds, st.seconds, timing.get("kernel_ms", 0.0) / 1000, st.on_gpu))
     with open(outputs[devices[0]], "rb") as a:
