@@ -5,24 +5,25 @@ by tandem repeats.
 import numpy as np
 from numba import njit
 
-from pymap.kernels.sorting import sort_int64, sort_pairs
+from pymap.kernels.sorting import sort_int64_buf, sort_pairs_buf
 
 HIT_SHIFT = 20          # hits are packed as ((diag + HIT_BIAS) << HIT_SHIFT) | pattern index
 HIT_BIAS = 1 << 20      # reads shorter than 2**20 bases
 
 
 @njit(cache=True, nogil=True)
-def cluster_hits(hits, nh, max_e, min_hits, max_cands, stamp, stamp0, cpos, csup, out):
+def cluster_hits(hits, nh, max_e, min_hits, max_cands, stamp, stamp0, cpos, csup, out, tmp):
     """Sort hits, merge diagonals within max_e (single linkage), keep per cluster the diagonal hit by
     the most patterns (ties: smallest), drop clusters with fewer than min_hits distinct patterns,
     keep the max_cands best supported (ties: smallest pos). A cluster whose diagonals span more than
     max_e (a read inside a tandem array: the same alignment at several shifts of the unit, chained
     together) also yields its runner-up: the diagonal with the most hits among those more than max_e
     from the first one, supported by its hit count, so that selection sees a second locus. Writes
-    positions ascending into out; returns (count, next stamp value). Sorts hits[:nh] in place."""
+    positions ascending into out; returns (count, next stamp value). Sorts hits[:nh] in place.
+    Scratch: cpos, csup (nh elements), tmp (4 nh); nothing is allocated (CUDA kernels call it too)."""
     if nh == 0:
         return 0, stamp0
-    sort_int64(hits, nh)
+    sort_int64_buf(hits, nh, tmp)
     h = hits
     mask = (np.int64(1) << HIT_SHIFT) - 1
     nc = 0
@@ -73,13 +74,13 @@ def cluster_hits(hits, nh, max_e, min_hits, max_cands, stamp, stamp0, cpos, csup
         for t in range(nc):
             out[t] = cpos[t]
         return nc, st
-    neg = np.empty(nc, np.int64)            # the max_cands best supported (stable: ties keep pos order) ...
-    order = np.empty(nc, np.int64)
+    neg = tmp[:nc]                          # the max_cands best supported (stable: ties keep pos order) ...
+    order = tmp[nc:2 * nc]
     for t in range(nc):
         neg[t] = -csup[t]
         order[t] = t
-    sort_pairs(neg, order, nc)
-    sort_int64(order, max_cands)            # ... in pos order
+    sort_pairs_buf(neg, order, nc, tmp[2 * nc:3 * nc], tmp[3 * nc:4 * nc])
+    sort_int64_buf(order, max_cands, tmp[2 * nc:3 * nc])   # ... in pos order
     for t in range(max_cands):
         out[t] = cpos[order[t]]
     return max_cands, st

@@ -457,6 +457,7 @@ def query_reads(r0, r1, codes, offsets, max_edits, m, w, rule, order, low_bits, 
     st = np.int64(0)
     cpos = np.empty(1024, np.int64)
     csup = np.empty(1024, np.int64)
+    ctmp = np.empty(4096, np.int64)
     apos = np.empty(256, np.int64)
     asup = np.empty(256, np.int64)
     aidx = np.empty(256, np.int64)
@@ -556,12 +557,13 @@ def query_reads(r0, r1, codes, offsets, max_edits, m, w, rule, order, low_bits, 
         if need > cpos.shape[0]:
             cpos = np.empty(2 * need, np.int64)
             csup = np.empty(2 * need, np.int64)
+            ctmp = np.empty(8 * need, np.int64)
         # ---- clusters of both strands, then the max_cands best supported
         nc = 0
         for s in range(2):
             hh = h0 if s == 0 else h1
             nh = n0 if s == 0 else n1
-            c, st = cluster_hits(hh, nh, max_edits[r], min_hits, need + 2, stamp, st, cpos, csup, cpos)
+            c, st = cluster_hits(hh, nh, max_edits[r], min_hits, need + 2, stamp, st, cpos, csup, cpos, ctmp)
             if nc + c > apos.shape[0]:
                 apos = _grow1(apos, 2 * (nc + c))
                 asup = _grow1(asup, 2 * (nc + c))

@@ -177,38 +177,21 @@ def _push(hits, nh, x):
 
 
 @njit(cache=True, nogil=True)
-def _grow(work, need):
-    if need <= work.shape[0]:
-        return work
-    bigger = np.empty((max(need, 2 * work.shape[0]), work.shape[1]), np.int64)
-    for t in range(work.shape[0]):
-        for q in range(work.shape[1]):
-            bigger[t, q] = work[t, q]
-    return bigger
-
-
-@njit(cache=True, nogil=True)
-def collect_hits(seq, care, span, ln, step, e_nb, max_occ, blk, g, slots, pos, blk_d, dist, pos_nb,
-                 hits, work, var, combo):
-    """Hits of one oriented read: packed (diag, pattern index) for every pattern s_i b_i at offsets
-    0, step, 2 step, ... and the last one, every degenerated b within e_nb substitutions, every
-    position of a neighborhood with at most max_occ positions. Returns (hits, count, npatterns, work).
-
-    Layout: 'list' when pos_nb is given (the block is scanned under the Hamming distance), 'bsearch'
-    when dist is, else 'phf' (the unused layouts' arrays are None; see the module docstring). The
-    lookups of all the read's (degenerated) patterns are done together, stage by stage (phf_stages,
-    then the positions)."""
+def pattern_rows(seq, care, span, ln, step, e_nb, work, var, combo):
+    """One work row per pattern s_i b_i of an oriented read (offsets 0, step, 2 step, ... and the
+    last one; patterns with a non-ACGT base skipped) and per degenerated b within e_nb substitutions:
+    columns 0 pattern index, 1 seed key, 2 neighborhood, 3 offset. Returns (rows, npatterns); rows
+    is -1 when work has too few rows. Allocates nothing (the CUDA seeder calls it too)."""
     L = seq.shape[0]
     W = span + ln
-    nh = np.int64(0)
     if L < W:
-        return hits, nh, 0, work
+        return 0, 0
     last = L - W
     npat = last // step + 1
     if last % step != 0:
         npat += 1
     ncare = care.shape[0]
-    ni = np.int64(0)
+    ni = 0
     for i in range(npat):
         o = i * step if i * step <= last else last
         bad = False
@@ -222,40 +205,59 @@ def collect_hits(seq, care, span, ln, step, e_nb, max_occ, blk, g, slots, pos, b
         for q in range(ncare):
             key = (key << 2) | seq[o + care[q]]
         nb = pack_nb(seq, o + span, ln)
-        if pos_nb is not None:                   # 'list': scan the block
-            a = np.int64(slots[np.int64(blk[key, 0]), 1])
-            b = np.int64(slots[np.int64(blk[key + 1, 0]), 1])
-            j = a
-            while j < b:
-                x = np.int64(pos_nb[j])
-                k = j + 1
-                if e_nb == 0:
-                    if x != nb:
-                        j = k
-                        continue
-                elif not hamming2(x, nb, e_nb):
-                    j = k
-                    continue
-                while k < b and pos_nb[k] == pos_nb[j]:
-                    k += 1
-                if k - j <= max_occ:
-                    for t in range(j, k):
-                        hits = _push(hits, nh, ((np.int64(pos[t]) - o + HIT_BIAS) << HIT_SHIFT) | i)
-                        nh += 1
-                j = k
-            continue
         nv = 1
         var[0] = nb
         if e_nb > 0:
             nv = degenerate(nb, ln, e_nb, var, combo)
-        work = _grow(work, ni + nv)
+        if ni + nv > work.shape[0]:
+            return -1, npat
         for t in range(nv):
             work[ni, 0] = i
             work[ni, 1] = key
             work[ni, 2] = var[t]
             work[ni, 3] = o
             ni += 1
-    if pos_nb is None:
+    return ni, npat
+
+
+@njit(cache=True, nogil=True)
+def push_positions(work, ni, pos, max_occ, hits):
+    """Hits packed (diag, pattern index) of every looked-up row of work (position range in columns
+    5, 6) that has at most max_occ positions. Returns the count, -1 when hits is too small."""
+    nh = 0
+    for t in range(ni):
+        a = work[t, 5]
+        b = work[t, 6]
+        if b > a and b - a <= max_occ:
+            if nh + (b - a) > hits.shape[0]:
+                return -1
+            o = work[t, 3]
+            i = work[t, 0]
+            for u in range(a, b):
+                hits[nh] = ((np.int64(pos[u]) - o + HIT_BIAS) << HIT_SHIFT) | i
+                nh += 1
+    return nh
+
+
+@njit(cache=True, nogil=True)
+def collect_hits(seq, care, span, ln, step, e_nb, max_occ, blk, g, slots, pos, blk_d, dist, pos_nb,
+                 hits, work, var, combo):
+    """Hits of one oriented read: packed (diag, pattern index) for every pattern s_i b_i at offsets
+    0, step, 2 step, ... and the last one, every degenerated b within e_nb substitutions, every
+    position of a neighborhood with at most max_occ positions. Returns (hits, count, npatterns, work),
+    the buffers grown when they were too small.
+
+    Layout: 'list' when pos_nb is given (the block is scanned under the Hamming distance), 'bsearch'
+    when dist is, else 'phf' (the unused layouts' arrays are None; see the module docstring). The
+    lookups of all the read's (degenerated) patterns are done together, stage by stage (phf_stages,
+    then the positions)."""
+    if pos_nb is not None:
+        return _collect_list(seq, care, span, ln, step, e_nb, max_occ, blk, slots, pos, pos_nb, hits, work)
+    while True:
+        ni, npat = pattern_rows(seq, care, span, ln, step, e_nb, work, var, combo)
+        if ni < 0:
+            work = np.empty((2 * work.shape[0], work.shape[1]), np.int64)
+            continue
         if dist is not None:                     # 'bsearch'
             for t in range(ni):
                 a, b = lookup_bsearch(blk_d, dist, work[t, 1], work[t, 2])
@@ -263,15 +265,58 @@ def collect_hits(seq, care, span, ln, step, e_nb, max_occ, blk, g, slots, pos, b
                 work[t, 6] = b
         else:                                    # 'phf'
             phf_stages(blk, g, slots, work, ni)
-        for t in range(ni):                      # stage 4: second-level positions
-            a = work[t, 5]
-            b = work[t, 6]
-            if b > a and b - a <= max_occ:
-                o = work[t, 3]
-                i = work[t, 0]
-                for u in range(a, b):
-                    hits = _push(hits, nh, ((np.int64(pos[u]) - o + HIT_BIAS) << HIT_SHIFT) | i)
+        nh = push_positions(work, ni, pos, max_occ, hits)   # stage 4: second-level positions
+        if nh >= 0:
+            return hits, np.int64(nh), npat, work
+        hits = np.empty(2 * hits.shape[0], np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _collect_list(seq, care, span, ln, step, e_nb, max_occ, blk, slots, pos, pos_nb, hits, work):
+    """collect_hits for the 'list' layout: each pattern's block scanned under the Hamming distance."""
+    L = seq.shape[0]
+    W = span + ln
+    nh = np.int64(0)
+    if L < W:
+        return hits, nh, 0, work
+    last = L - W
+    npat = last // step + 1
+    if last % step != 0:
+        npat += 1
+    ncare = care.shape[0]
+    for i in range(npat):
+        o = i * step if i * step <= last else last
+        bad = False
+        for q in range(W):
+            if seq[o + q] > 3:
+                bad = True
+                break
+        if bad:
+            continue
+        key = np.int64(0)
+        for q in range(ncare):
+            key = (key << 2) | seq[o + care[q]]
+        nb = pack_nb(seq, o + span, ln)
+        a = np.int64(slots[np.int64(blk[key, 0]), 1])
+        b = np.int64(slots[np.int64(blk[key + 1, 0]), 1])
+        j = a
+        while j < b:
+            x = np.int64(pos_nb[j])
+            k = j + 1
+            if e_nb == 0:
+                if x != nb:
+                    j = k
+                    continue
+            elif not hamming2(x, nb, e_nb):
+                j = k
+                continue
+            while k < b and pos_nb[k] == pos_nb[j]:
+                k += 1
+            if k - j <= max_occ:
+                for t in range(j, k):
+                    hits = _push(hits, nh, ((np.int64(pos[t]) - o + HIT_BIAS) << HIT_SHIFT) | i)
                     nh += 1
+            j = k
     return hits, nh, npat, work
 
 
@@ -321,6 +366,7 @@ def query_reads(r0, r1, codes, rc_codes, offsets, max_edits, care, span, ln, ste
     st = np.int64(0)
     cpos = np.empty(1024, np.int64)
     csup = np.empty(1024, np.int64)
+    ctmp = np.empty(4096, np.int64)
     for r in range(r0, r1):
         a = offsets[r]
         b = offsets[r + 1]
@@ -335,9 +381,10 @@ def query_reads(r0, r1, codes, rc_codes, offsets, max_edits, care, span, ln, ste
             if nh > cpos.shape[0]:
                 cpos = np.empty(2 * nh, np.int64)
                 csup = np.empty(2 * nh, np.int64)
+                ctmp = np.empty(8 * nh, np.int64)
             base = (2 * r + s) * max_cands
             nc, st = cluster_hits(hits, nh, max_edits[r], min_hits, max_cands, stamp, st, cpos, csup,
-                                  out_pos[base:base + max_cands])
+                                  out_pos[base:base + max_cands], ctmp)
             out_cnt[2 * r + s] = nc
 
 
@@ -350,18 +397,22 @@ def query_batch(codes, rc_codes, offsets, max_edits, care, span, ln, step, lossl
     where unused). Parallel over ranges of reads (threads.py); results do not depend on the thread
     count."""
     n = offsets.shape[0] - 1
-    if lossless and n:
-        pairs, inverse = np.unique(np.stack([np.diff(offsets), max_edits.astype(np.int64)], axis=1), axis=0,
-                                   return_inverse=True)
-        per_pair = np.array([lossless_step(length, span + ln, step, e) for length, e in pairs.tolist()],
-                            np.int64)
-        steps = per_pair[inverse.reshape(-1)]
-    else:
-        steps = np.full(n, step, np.int64)
+    steps = read_steps(offsets, max_edits, span + ln, step, lossless)
     nvar = 1 if pos_nb is not None else n_variants(ln, e_nb)
     run_ranges(query_reads, range_bounds(n, 64), codes, rc_codes, offsets, max_edits, care, span, ln, steps,
                e_nb, max_occ, max_cands, min_hits, blk, g, slots, pos, blk_d, dist, pos_nb, nvar, out_pos,
                out_cnt)
+
+
+def read_steps(offsets, max_edits, width, step, lossless):
+    """The step each read is cut at (query_batch)."""
+    n = offsets.shape[0] - 1
+    if not lossless or n == 0:
+        return np.full(n, step, np.int64)
+    pairs, inverse = np.unique(np.stack([np.diff(offsets), max_edits.astype(np.int64)], axis=1), axis=0,
+                               return_inverse=True)
+    per_pair = np.array([lossless_step(length, width, step, e) for length, e in pairs.tolist()], np.int64)
+    return per_pair[inverse.reshape(-1)]
 
 
 def compact(out_pos, out_cnt, max_cands, first_read):

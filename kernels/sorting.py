@@ -12,6 +12,13 @@ RUN = 32        # runs sorted by insertion before merging
 @njit(cache=True, nogil=True)
 def sort_int64(a, n):
     """Sort a[:n] ascending, in place."""
+    sort_int64_buf(a, n, np.empty(n if n > RUN else 0, np.int64))
+
+
+@njit(cache=True, nogil=True)
+def sort_int64_buf(a, n, tmp):
+    """sort_int64 with the caller's scratch (tmp: at least n elements when n > RUN); allocates
+    nothing, so CUDA kernels can call it too."""
     for lo in range(0, n, RUN):
         hi = min(lo + RUN, n)
         for i in range(lo + 1, hi):
@@ -24,7 +31,7 @@ def sort_int64(a, n):
     if n <= RUN:
         return
     src = a
-    dst = np.empty(n, np.int64)
+    dst = tmp
     in_a = True
     width = RUN
     while width < n:
@@ -51,6 +58,13 @@ def sort_int64(a, n):
 @njit(cache=True, nogil=True)
 def sort_pairs(keys, vals, n):
     """Stable sort of (keys, vals)[:n] by keys, in place: entries of equal key keep their order."""
+    m = n if n > RUN else 0
+    sort_pairs_buf(keys, vals, n, np.empty(m, np.int64), np.empty(m, np.int64))
+
+
+@njit(cache=True, nogil=True)
+def sort_pairs_buf(keys, vals, n, tk, tv):
+    """sort_pairs with the caller's scratch (tk, tv: at least n elements when n > RUN)."""
     for lo in range(0, n, RUN):
         hi = min(lo + RUN, n)
         for i in range(lo + 1, hi):
@@ -67,8 +81,8 @@ def sort_pairs(keys, vals, n):
         return
     sk = keys
     sv = vals
-    dk = np.empty(n, np.int64)
-    dv = np.empty(n, np.int64)
+    dk = tk
+    dv = tv
     in_place = True
     width = RUN
     while width < n:

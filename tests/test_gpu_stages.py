@@ -69,6 +69,59 @@ def test_affine_cuda_equals_cpu(where):
     assert res["long"] >= 1 and res["aligned"] > res["n"] // 2
 
 
+# ------------------------------------------------------------------------------------- seeder
+
+def compare_seeding(n_reads, e_nb):
+    """The neighborhood seeder's candidates on the GPU against the CPU's: random contigs with
+    repeat copies (reads there overflow the device's hit buffers and are seeded by the CPU), reads
+    with errors and N, lossy and lossless steps."""
+    from pymap.batch import ReadBatch
+    from pymap.reference import Reference
+    from pymap.seeders.neighborhood import NeighborhoodSeeder
+    from pymap.kernels import nbindex_cuda
+    rng = np.random.default_rng(7)
+    unit = rng.integers(0, 4, 300).astype(np.uint8)
+    parts = [rng.integers(0, 4, 20000).astype(np.uint8)] + [unit] * 40 + [rng.integers(0, 4, 20000).astype(np.uint8)]
+    codes = np.concatenate(parts)
+    ref = Reference(["c1", "c2"], np.array([0, 30000, codes.size], np.int64), codes, "test")
+    seqs = []
+    for i in range(n_reads):
+        L = int(rng.choice([60, 100, 150]))
+        p = int(rng.integers(0, codes.size - L))
+        r = codes[p:p + L].copy()
+        k = rng.integers(0, L, int(rng.integers(0, 6)))
+        r[k] = (r[k] + 1) % 4
+        if i % 17 == 0:
+            r[int(rng.integers(0, L))] = 4
+        seqs.append(r)
+    offsets = np.zeros(n_reads + 1, np.int64)
+    np.cumsum([r.size for r in seqs], out=offsets[1:])
+    batch = ReadBatch(np.concatenate(seqs), offsets, np.zeros(0, np.uint8), np.zeros(n_reads + 1, np.int64),
+                      np.zeros(0, np.uint8)).with_rc()
+    max_e = np.full(n_reads, 8, np.int32)
+    bad = []
+    overflowed = 0
+    for opts in ({"e_nb": e_nb}, {"e_nb": e_nb, "lossless": True, "max_occ": 2000}):
+        cpu_seeder = NeighborhoodSeeder(**opts)
+        index = cpu_seeder.build_index(ref)
+        gpu_seeder = NeighborhoodSeeder(device="gpu", **opts)
+        a = cpu_seeder.candidates(index, batch, max_e)
+        b = gpu_seeder.candidates(index, batch, max_e)
+        for name in ("read", "strand", "pos"):
+            if not np.array_equal(getattr(a, name), getattr(b, name)):
+                bad.append(f"{opts} {name}")
+        overflowed += nbindex_cuda.LAST_OVERFLOW[0]
+    return {"bad": bad, "overflowed": overflowed, "cands": int(a.read.size)}
+
+
+@pytest.mark.parametrize("e_nb", [0, 1])
+@pytest.mark.parametrize("where", ["simulator", "gpu"])
+def test_seeding_cuda_equals_cpu(where, e_nb):
+    res = run_check("compare_seeding", where, 60 if where == "simulator" else 3000, e_nb)
+    assert res["bad"] == []
+    assert res["overflowed"] > 0 and res["cands"] > 0
+
+
 # ------------------------------------------------------------------------------------- mapping
 
 def compare_mapping(n_reads, paired):
@@ -110,4 +163,4 @@ def compare_mapping(n_reads, paired):
 def test_mapping_on_gpu_equals_cpu(where, paired):
     res = run_check("compare_mapping", where, 150 if where == "simulator" else 2000, paired)
     assert res["same"] and res["records"] > 150
-    assert res["on_gpu"] == ["filter", "extend"] and res["on_cpu"] == []
+    assert res["on_gpu"] == ["seed", "filter", "extend"] and res["on_cpu"] == []

@@ -24,7 +24,7 @@ from pymap.kernels.nbindex_query import LOOKUPS, compact, edits_to_break, query_
 from pymap import index as idxfile
 from pymap.batch import Candidates
 from pymap.errors import IndexCorrupt, IndexMismatch
-from pymap.plugins import Seeder, int_option
+from pymap.plugins import Seeder, choice_option, int_option, resolve_device
 
 #: bumped when the index content changes meaning (hash family, layout); part of the mismatch check
 INDEX_VERSION = 1
@@ -139,14 +139,16 @@ class NeighborhoodIndex:
 
 
 class NeighborhoodSeeder(Seeder):
-    """Neighborhood index with BDZ perfect hashing (MAROSE): seed blocks of right neighborhoods."""
+    """Neighborhood index with BDZ perfect hashing (MAROSE): seed blocks of right neighborhoods.
+    device (cpu, gpu or auto): the 'phf' queries on a CUDA GPU, the index resident there (the same
+    candidates; the other lookups stay on the CPU)."""
     name = "neighborhood"
     #: `--all`: every location within e, so no step that e edits can defeat and roomy caps
     all_locations_defaults = {"lossless": True, "max_cands": 1000, "max_occ": 20000}
 
     def __init__(self, seed_len=None, nb_len=None, pattern=None, step=DEFAULT_STEP, e_nb=DEFAULT_E_NB,
                  max_occ=DEFAULT_MAX_OCC, max_cands=DEFAULT_MAX_CANDS, min_hits=DEFAULT_MIN_HITS,
-                 lookup=DEFAULT_LOOKUP, lossless=False):
+                 lookup=DEFAULT_LOOKUP, lossless=False, device="cpu"):
         self.seed_len = None if seed_len is None else int_option("seed_len", seed_len, 1, MAX_CARE)
         self.nb_len = None if nb_len is None else int_option("nb_len", nb_len, 1, 16)
         if pattern is not None:
@@ -169,6 +171,7 @@ class NeighborhoodSeeder(Seeder):
         if not isinstance(lossless, bool):
             raise ValueError(f"lossless must be true or false, got {lossless!r}")
         self.lossless = lossless
+        self.device = resolve_device(device) if lookup == "phf" else choice_option("device", device, ("cpu",))
         self.beyond_guarantee = {}     # (read length, e) -> reads, for lossless runs
 
     # ---------------------------------------------------------------- parameters
@@ -258,9 +261,15 @@ class NeighborhoodSeeder(Seeder):
             m = r1 - r0
             out_pos = np.empty(2 * m * mc, np.int64)
             out_cnt = np.zeros(2 * m, np.int64)
-            query_batch(codes[sl], rc[sl], offs, max_edits[r0:r1], index.care, index.span, index.ln,
-                        self.step, self.lossless, self.e_nb, self.max_occ, mc, self.min_hits,
-                        a["blk"], a["g"], a["slots"], a["pos"], blk_d, dist, pos_nb, out_pos, out_cnt)
+            if self.device == "gpu":
+                from pymap.kernels.nbindex_cuda import query_batch_cuda
+                query_batch_cuda(codes[sl], rc[sl], offs, max_edits[r0:r1], index.care, index.span, index.ln,
+                                 self.step, self.lossless, self.e_nb, self.max_occ, mc, self.min_hits,
+                                 a["blk"], a["g"], a["slots"], a["pos"], out_pos, out_cnt)
+            else:
+                query_batch(codes[sl], rc[sl], offs, max_edits[r0:r1], index.care, index.span, index.ln,
+                            self.step, self.lossless, self.e_nb, self.max_occ, mc, self.min_hits,
+                            a["blk"], a["g"], a["slots"], a["pos"], blk_d, dist, pos_nb, out_pos, out_cnt)
             parts.append(compact(out_pos, out_cnt, mc, r0))
         if len(parts) == 1:
             return Candidates(*parts[0])

@@ -1,0 +1,138 @@
+"""The neighborhood seeder's queries on CUDA ('phf' layout): kernels.nbindex_query's per-read
+routines compiled for the GPU.
+
+One thread per read and strand, grid-stride. A thread runs the CPU's own pattern_rows (patterns
+and degenerated neighborhoods), phf_stages (BDZ perfect-hash lookups in the device-resident index),
+push_positions and diagonal_clusters.cluster_hits, on fixed-size scratch columns laid out
+thread-minor. A read whose hits or pattern rows do not fit those columns (a repeat: up to max_occ
+positions per pattern) is flagged and its candidates are found by the CPU kernel instead, so the
+candidates are the CPU's in every case.
+"""
+import threading
+
+import numpy as np
+from numba import config as numba_config
+
+from pymap.kernels import diagonal_clusters as dc
+from pymap.kernels import nbindex_query as cpu
+from pymap.kernels.cuda_support import cuda, resident
+
+#: hits one read strand may have on the device (more: the read is seeded on the CPU)
+HIT_CAPACITY = 512
+THREADS_PER_BLOCK = 128
+MAX_THREADS = 1 << 15
+
+if numba_config.ENABLE_CUDASIM:
+    def _host(f):
+        """The simulator runs kernels in Python: hand the CPU function plain NumPy arrays."""
+        return lambda *args: f(*[getattr(a, "_ary", a) for a in args])
+    pattern_rows, phf_stages, push_positions, cluster_hits = (
+        _host(cpu.pattern_rows), _host(cpu.phf_stages), _host(cpu.push_positions), _host(dc.cluster_hits))
+else:
+    pattern_rows, phf_stages, push_positions, cluster_hits = (
+        cpu.pattern_rows, cpu.phf_stages, cpu.push_positions, dc.cluster_hits)
+
+
+@cuda.jit(cache=True)
+def _k_query(codes, rc_codes, offsets, max_edits, steps, care, span, ln, e_nb, max_occ, max_cands, min_hits,
+             blk, g, slots, pos, s_hits, s_work, s_var, s_combo, s_stamp, s_cpos, s_csup, s_tmp,
+             out_pos, out_cnt, overflow):
+    t = cuda.grid(1)
+    nt = s_hits.shape[1]
+    if t >= nt:
+        return
+    hits = s_hits[:, t]
+    work = s_work[:, :, t]
+    var = s_var[:, t]
+    combo = s_combo[:, t]
+    stamp = s_stamp[:, t]
+    cpos = s_cpos[:, t]
+    csup = s_csup[:, t]
+    tmp = s_tmp[:, t]
+    for k in range(stamp.shape[0]):
+        stamp[k] = 0
+    st = 0
+    for rs in range(t, out_cnt.shape[0], nt):
+        r = rs // 2
+        a = offsets[r]
+        b = offsets[r + 1]
+        seq = codes[a:b] if rs % 2 == 0 else rc_codes[a:b]
+        out_cnt[rs] = 0
+        ni, npat = pattern_rows(seq, care, span, ln, steps[r], e_nb, work, var, combo)
+        if ni < 0 or npat > stamp.shape[0]:
+            overflow[r] = 1
+            continue
+        phf_stages(blk, g, slots, work, ni)
+        nh = push_positions(work, ni, pos, max_occ, hits)
+        if nh < 0:
+            overflow[r] = 1
+            continue
+        base = rs * max_cands
+        nc, st = cluster_hits(hits, nh, max_edits[r], min_hits, max_cands, stamp, st, cpos, csup,
+                              out_pos[base:base + max_cands], tmp)
+        out_cnt[rs] = nc
+
+
+_LOCK = threading.Lock()
+#: reads of the last call seeded on the CPU because their hits did not fit (tests, profiles)
+LAST_OVERFLOW = [0]
+
+
+def query_batch_cuda(codes, rc_codes, offsets, max_edits, care, span, ln, step, lossless, e_nb, max_occ, max_cands,
+                     min_hits, blk, g, slots, pos, out_pos, out_cnt):
+    """kernels.nbindex_query.query_batch for the 'phf' layout on the current GPU, same arguments
+    and results (out_pos, out_cnt filled). The index arrays are copied to the device once."""
+    n = offsets.shape[0] - 1
+    if n == 0:
+        return
+    steps = cpu.read_steps(offsets, max_edits, span + ln, step, lossless)
+    lengths = np.diff(offsets)
+    width = span + ln
+    npat_max = int(np.max(np.where(lengths >= width, (lengths - width + steps - 1) // steps + 1, 0)))
+    nvar = cpu.n_variants(ln, e_nb)
+    rows = max(1, npat_max * nvar)
+    nt = 32 if numba_config.ENABLE_CUDASIM else min(MAX_THREADS, -(-2 * n // THREADS_PER_BLOCK) * THREADS_PER_BLOCK)
+    tpb = min(nt, THREADS_PER_BLOCK)
+    with _LOCK:
+        stream = cuda.stream()
+        d_index = [resident(a) for a in (blk, g, slots, pos)]
+        d_reads = [resident(a) for a in (codes, rc_codes, offsets)]
+        d_in = [cuda.to_device(np.ascontiguousarray(a, np.int64), stream=stream) for a in (max_edits, steps, care)]
+        scratch = [cuda.device_array((HIT_CAPACITY, nt), np.int64, stream=stream),
+                   cuda.device_array((rows, 7, nt), np.int64, stream=stream),
+                   cuda.device_array((nvar, nt), np.int64, stream=stream),
+                   cuda.device_array((max(e_nb, 1), nt), np.int64, stream=stream),
+                   cuda.device_array((max(npat_max, 1), nt), np.int64, stream=stream),
+                   cuda.device_array((HIT_CAPACITY, nt), np.int64, stream=stream),
+                   cuda.device_array((HIT_CAPACITY, nt), np.int64, stream=stream),
+                   cuda.device_array((4 * HIT_CAPACITY, nt), np.int64, stream=stream)]
+        d_pos = cuda.device_array(out_pos.shape[0], np.int64, stream=stream)
+        d_cnt = cuda.device_array(out_cnt.shape[0], np.int64, stream=stream)
+        d_over = cuda.to_device(np.zeros(n, np.uint8), stream=stream)
+        _k_query[nt // tpb, tpb, stream](*d_reads, d_in[0], d_in[1], d_in[2], span, ln, e_nb, max_occ, max_cands,
+                                         min_hits, *d_index, *scratch, d_pos, d_cnt, d_over)
+        d_pos.copy_to_host(out_pos, stream=stream)
+        d_cnt.copy_to_host(out_cnt, stream=stream)
+        over = d_over.copy_to_host(stream=stream)
+        stream.synchronize()
+    redo = np.flatnonzero(over)
+    LAST_OVERFLOW[0] = int(redo.size)
+    if redo.size:
+        _on_cpu(redo, codes, rc_codes, offsets, max_edits, care, span, ln, step, lossless, e_nb, max_occ, max_cands,
+                min_hits, blk, g, slots, pos, out_pos, out_cnt)
+
+
+def _on_cpu(redo, codes, rc_codes, offsets, max_edits, care, span, ln, step, lossless, e_nb, max_occ, max_cands,
+            min_hits, blk, g, slots, pos, out_pos, out_cnt):
+    """Candidates of reads `redo` by the CPU kernel, written into their rows of out_pos, out_cnt."""
+    lengths = offsets[redo + 1] - offsets[redo]
+    sub_off = np.zeros(redo.size + 1, np.int64)
+    np.cumsum(lengths, out=sub_off[1:])
+    take = np.repeat(offsets[redo] - sub_off[:-1], lengths) + np.arange(sub_off[-1], dtype=np.int64)
+    sub_pos = np.empty(2 * redo.size * max_cands, np.int64)
+    sub_cnt = np.zeros(2 * redo.size, np.int64)
+    cpu.query_batch(codes[take], rc_codes[take], sub_off, max_edits[redo], care, span, ln, step, lossless, e_nb,
+                    max_occ, max_cands, min_hits, blk, g, slots, pos, None, None, None, sub_pos, sub_cnt)
+    slots_of = (2 * redo[:, None] + np.arange(2)[None, :]).reshape(-1)
+    out_cnt[slots_of] = sub_cnt
+    out_pos.reshape(-1, max_cands)[slots_of] = sub_pos.reshape(-1, max_cands)
