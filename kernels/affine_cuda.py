@@ -16,15 +16,15 @@ import numpy as np
 from numba import config as numba_config
 
 from pymap.kernels import affine as cpu
-from pymap.kernels.cuda_support import cuda, resident
+from pymap.kernels.cuda_support import cuda, resident, thread_scratch
 
 #: CIGAR ops kept per candidate on the device
 SLOT = 16
 THREADS_PER_BLOCK = 128
 #: threads (and scratch columns) per launch: enough to fill an H100 several times over
-MAX_THREADS = 1 << 16
+MAX_THREADS = 1 << 17
 #: scratch bytes per launch at most (longer reads or wider bands get fewer threads)
-MAX_SCRATCH = 1 << 30
+MAX_SCRATCH = 1 << 31
 
 if numba_config.ENABLE_CUDASIM:
     def _one(*args):
@@ -74,25 +74,7 @@ def _threads(n, maxl, maxb):
     return max(THREADS_PER_BLOCK, (t + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK * THREADS_PER_BLOCK)
 
 
-_SCRATCH = {}
 _LOCK = threading.Lock()
-
-
-def _scratch(maxl, maxb, nt):
-    """The kernel's scratch for nt threads (H, F, G, X, GC, Y, dirs, rev, out, each [cell, thread]),
-    cut from flat device buffers kept per GPU and grown as needed: allocating ~0.5 GB per call
-    cost more than the kernel."""
-    shapes = [(maxb + 1, np.int32)] * 2 + [(maxb, np.int32)] * 4 + [
-        ((maxl + 1) * maxb, np.uint8), (2 * maxl + 1, np.uint32), (2 * maxl + 3, np.uint32)]
-    gpu = getattr(cuda.get_current_device(), "id", 0)
-    bufs = _SCRATCH.setdefault(gpu, [None] * len(shapes))
-    out = []
-    for k, (rows, dtype) in enumerate(shapes):
-        size = rows * nt
-        if bufs[k] is None or bufs[k].shape[0] < size:
-            bufs[k] = cuda.device_array(size, dtype)
-        out.append(bufs[k][:size].reshape(rows, nt))
-    return out
 
 
 def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band,
@@ -112,7 +94,8 @@ def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_s
         stream = cuda.stream()
         d_reads = [resident(a) for a in args[:4]]   # a batch's reads serve all its extender calls
         d = [cuda.to_device(a, stream=stream) for a in args[4:] + (c_min, P)]
-        scratch = _scratch(maxl, maxb, nt)
+        scratch = thread_scratch("affine", [((maxb + 1,), np.int32)] * 2 + [((maxb,), np.int32)] * 4 + [
+            (((maxl + 1) * maxb,), np.uint8), ((2 * maxl + 1,), np.uint32), ((2 * maxl + 3,), np.uint32)], nt)
         d_res = cuda.device_array((n, 7), np.int64, stream=stream)
         d_cig = cuda.device_array((n if traceback else 1, SLOT), np.uint32, stream=stream)
         tpb = min(nt, THREADS_PER_BLOCK)

@@ -21,9 +21,6 @@ def cuda_available():
         return False
 
 
-__all__ = ["cuda", "cuda_available", "resident"]
-
-
 _RESIDENT = {}
 
 
@@ -39,3 +36,26 @@ def resident(host):
     _RESIDENT[key] = (weakref.ref(host), dev)
     weakref.finalize(host, _RESIDENT.pop, key, None)
     return dev
+
+
+_SCRATCH = {}
+
+
+def thread_scratch(tag, specs, nt):
+    """Per-thread scratch for a kernel of nt threads: for each (shape, dtype) of specs an array of
+    shape + (nt,), thread-minor (the threads of a warp touching one element touch adjacent ones),
+    cut from device buffers kept per (tag, GPU) and grown as needed: allocating them per launch
+    (up to a GB) cost more than the kernels. Callers hold a lock per tag while they use them."""
+    gpu = getattr(cuda.get_current_device(), "id", 0)
+    bufs = _SCRATCH.setdefault((tag, gpu), [None] * len(specs))
+    out = []
+    for k, (shape, dtype) in enumerate(specs):
+        shape = tuple(int(x) for x in shape) + (int(nt),)
+        size = int(np.prod(shape))
+        if bufs[k] is None or bufs[k].shape[0] < size or bufs[k].dtype != np.dtype(dtype):
+            bufs[k] = cuda.device_array(size, dtype)
+        out.append(bufs[k][:size].reshape(shape))
+    return out
+
+
+__all__ = ["cuda", "cuda_available", "resident", "thread_scratch"]

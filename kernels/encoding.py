@@ -65,3 +65,16 @@ def reverse_complement_batch(codes, offsets):
             c = codes[b - 1 - i]
             out[a + i] = 3 - c if c < 4 else 4
     return out
+
+
+@njit(cache=True, nogil=True)
+def count_code(codes, offsets, code):
+    """Per read (codes[offsets[i]:offsets[i+1]]), how many bases have mapping code `code`."""
+    n = offsets.shape[0] - 1
+    out = np.zeros(n, np.int64)
+    for r in range(n):
+        c = 0
+        for q in range(offsets[r], offsets[r + 1]):
+            c += codes[q] == code
+        out[r] = c
+    return out

@@ -15,12 +15,12 @@ from numba import config as numba_config
 
 from pymap.kernels import diagonal_clusters as dc
 from pymap.kernels import nbindex_query as cpu
-from pymap.kernels.cuda_support import cuda, resident
+from pymap.kernels.cuda_support import cuda, resident, thread_scratch
 
 #: hits one read strand may have on the device (more: the read is seeded on the CPU)
 HIT_CAPACITY = 512
 THREADS_PER_BLOCK = 128
-MAX_THREADS = 1 << 15
+MAX_THREADS = 1 << 17
 
 if numba_config.ENABLE_CUDASIM:
     def _host(f):
@@ -74,14 +74,13 @@ def _k_query(codes, rc_codes, offsets, max_edits, steps, care, span, ln, e_nb, m
 
 
 _LOCK = threading.Lock()
-#: reads of the last call seeded on the CPU because their hits did not fit (tests, profiles)
-LAST_OVERFLOW = [0]
 
 
 def query_batch_cuda(codes, rc_codes, offsets, max_edits, care, span, ln, step, lossless, e_nb, max_occ, max_cands,
-                     min_hits, blk, g, slots, pos, out_pos, out_cnt):
+                     min_hits, blk, g, slots, pos, out_pos, out_cnt, timing=None):
     """kernels.nbindex_query.query_batch for the 'phf' layout on the current GPU, same arguments
-    and results (out_pos, out_cnt filled). The index arrays are copied to the device once."""
+    and results (out_pos, out_cnt filled). The index arrays are copied to the device once.
+    timing: a dict whose "kernel_ms" gets the kernel's time (CUDA events) added."""
     n = offsets.shape[0] - 1
     if n == 0:
         return
@@ -98,25 +97,26 @@ def query_batch_cuda(codes, rc_codes, offsets, max_edits, care, span, ln, step, 
         d_index = [resident(a) for a in (blk, g, slots, pos)]
         d_reads = [resident(a) for a in (codes, rc_codes, offsets)]
         d_in = [cuda.to_device(np.ascontiguousarray(a, np.int64), stream=stream) for a in (max_edits, steps, care)]
-        scratch = [cuda.device_array((HIT_CAPACITY, nt), np.int64, stream=stream),
-                   cuda.device_array((rows, 7, nt), np.int64, stream=stream),
-                   cuda.device_array((nvar, nt), np.int64, stream=stream),
-                   cuda.device_array((max(e_nb, 1), nt), np.int64, stream=stream),
-                   cuda.device_array((max(npat_max, 1), nt), np.int64, stream=stream),
-                   cuda.device_array((HIT_CAPACITY, nt), np.int64, stream=stream),
-                   cuda.device_array((HIT_CAPACITY, nt), np.int64, stream=stream),
-                   cuda.device_array((4 * HIT_CAPACITY, nt), np.int64, stream=stream)]
+        scratch = thread_scratch("nbindex", [((HIT_CAPACITY,), np.int64), ((rows, 7), np.int64), ((nvar,), np.int64),
+                                             ((max(e_nb, 1),), np.int64), ((max(npat_max, 1),), np.int64),
+                                             ((HIT_CAPACITY,), np.int64), ((HIT_CAPACITY,), np.int64),
+                                             ((4 * HIT_CAPACITY,), np.int64)], nt)
         d_pos = cuda.device_array(out_pos.shape[0], np.int64, stream=stream)
         d_cnt = cuda.device_array(out_cnt.shape[0], np.int64, stream=stream)
         d_over = cuda.to_device(np.zeros(n, np.uint8), stream=stream)
+        ev0, ev1 = cuda.event(), cuda.event()
+        ev0.record(stream)
         _k_query[nt // tpb, tpb, stream](*d_reads, d_in[0], d_in[1], d_in[2], span, ln, e_nb, max_occ, max_cands,
                                          min_hits, *d_index, *scratch, d_pos, d_cnt, d_over)
+        ev1.record(stream)
         d_pos.copy_to_host(out_pos, stream=stream)
         d_cnt.copy_to_host(out_cnt, stream=stream)
         over = d_over.copy_to_host(stream=stream)
         stream.synchronize()
+    if timing is not None:
+        timing["kernel_ms"] = timing.get("kernel_ms", 0.0) + ev0.elapsed_time(ev1)
+        timing["cpu_reads"] = timing.get("cpu_reads", 0) + int(over.sum())
     redo = np.flatnonzero(over)
-    LAST_OVERFLOW[0] = int(redo.size)
     if redo.size:
         _on_cpu(redo, codes, rc_codes, offsets, max_edits, care, span, ln, step, lossless, e_nb, max_occ, max_cands,
                 min_hits, blk, g, slots, pos, out_pos, out_cnt)

@@ -8,6 +8,7 @@ import numpy as np
 from pymap.batch import MIN_BAND, Alignments, CandidateBatch, ReadBatch
 from pymap.errors import PluginContractError
 from pymap.kernels.cigar import cigar_edits, cigar_spans
+from pymap.kernels.encoding import count_code
 from pymap.kernels.pairing import pair_hits
 from pymap.kernels.sam import NO_XS, REASONS, format_sam
 from pymap.kernels.select import (pick_supplementary, query_spans, report_order, select_hits,
@@ -81,9 +82,7 @@ class Pipeline:
         else:
             maxe = np.floor(lengths * e + 0.5).astype(np.int32)
         maxe = np.minimum(maxe, lengths // 2).astype(np.int32)
-        ncum = np.zeros(batch.codes.shape[0] + 1, np.int64)
-        np.cumsum(batch.codes == 4, out=ncum[1:])
-        n_count = ncum[batch.offsets[1:]] - ncum[batch.offsets[:-1]]
+        n_count = count_code(batch.codes, batch.offsets, np.uint8(4))
         reason = np.zeros(lengths.shape, np.int8)
         reason[n_count > maxe] = REASON["too_many_n"]
         reason[lengths > self.opt.max_length] = REASON["too_long"]

@@ -28,7 +28,10 @@ def run_once(ref, reads, device, threads, batch_size, out_path):
             out.write(text)
     seconds = time.perf_counter() - t
     run.close()
-    return seconds, run.stats, dict(getattr(run.pipe.extender, "timing", {}))
+    timing = {f"{stage} kernel s": t.get("kernel_ms", 0.0) / 1000
+              for stage, t in (("seed", getattr(run.pipe.seeder, "timing", {})),
+                               ("extend", getattr(run.pipe.extender, "timing", {})))}
+    return seconds, run.stats, timing
 
 
 def main():
@@ -60,16 +63,17 @@ def main():
             print(f"## profile, {device}")
             pstats.Stats(prof).sort_stats("tottime").print_stats(args.profile)
         seconds, st, timing = best
-        rows.append((device, st.reads, seconds, st.seconds, timing.get("kernel_ms", 0.0) / 1000, st.on_gpu))
+        rows.append((device, st.reads, seconds, st.seconds, timing, st.on_gpu))
     with open(outputs[devices[0]], "rb") as a:
         first = a.read()
     same = all(open(outputs[d], "rb").read() == first for d in devices[1:])
     stages = sorted({k for r in rows for k in r[3]})
-    print(f"| device | reads | s | reads/s | {' | '.join(stages)} | extend kernel s | on gpu |")
-    print("|" + " --- |" * (len(stages) + 6))
-    for device, n, seconds, sec, kern, on_gpu in rows:
-        cells = " | ".join(f"{sec.get(k, 0):.2f}" for k in stages)
-        print(f"| {device} | {n} | {seconds:.2f} | {n / seconds:,.0f} | {cells} | {kern:.2f} | {', '.join(on_gpu)} |")
+    kernels = sorted({k for r in rows for k in r[4]})
+    print(f"| device | reads | s | reads/s | {' | '.join(stages + kernels)} | on gpu |")
+    print("|" + " --- |" * (len(stages) + len(kernels) + 5))
+    for device, n, seconds, sec, timing, on_gpu in rows:
+        cells = " | ".join([f"{sec.get(k, 0):.2f}" for k in stages] + [f"{timing.get(k, 0):.2f}" for k in kernels])
+        print(f"| {device} | {n} | {seconds:.2f} | {n / seconds:,.0f} | {cells} | {', '.join(on_gpu)} |")
     print(f"records identical: {same}")
 
 

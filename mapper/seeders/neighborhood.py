@@ -172,6 +172,7 @@ class NeighborhoodSeeder(Seeder):
             raise ValueError(f"lossless must be true or false, got {lossless!r}")
         self.lossless = lossless
         self.device = resolve_device(device) if lookup == "phf" else choice_option("device", device, ("cpu",))
+        self.timing = {}               # on the GPU: kernel_ms, cpu_reads (hits over the device buffers)
         self.beyond_guarantee = {}     # (read length, e) -> reads, for lossless runs
 
     # ---------------------------------------------------------------- parameters
@@ -265,7 +266,7 @@ class NeighborhoodSeeder(Seeder):
                 from pymap.kernels.nbindex_cuda import query_batch_cuda
                 query_batch_cuda(codes[sl], rc[sl], offs, max_edits[r0:r1], index.care, index.span, index.ln,
                                  self.step, self.lossless, self.e_nb, self.max_occ, mc, self.min_hits,
-                                 a["blk"], a["g"], a["slots"], a["pos"], out_pos, out_cnt)
+                                 a["blk"], a["g"], a["slots"], a["pos"], out_pos, out_cnt, timing=self.timing)
             else:
                 query_batch(codes[sl], rc[sl], offs, max_edits[r0:r1], index.care, index.span, index.ln,
                             self.step, self.lossless, self.e_nb, self.max_occ, mc, self.min_hits,
