@@ -54,17 +54,25 @@ def load_pair(reads, refs, i, rd, rf, compare):
     return undefined
 
 
-@njit(cache=True, nogil=True)
 def reverse_complement_batch(codes, offsets):
-    """Reverse-complement every sequence of a concatenated batch (same offsets)."""
+    """Reverse-complement every sequence of a concatenated batch (same offsets); threads over
+    ranges of sequences."""
+    from pymap.kernels.threads import range_bounds, run_ranges
+    codes = np.ascontiguousarray(codes, np.uint8)
+    offsets = np.ascontiguousarray(offsets, np.int64)
     out = np.empty_like(codes)
-    for r in range(offsets.shape[0] - 1):
+    run_ranges(_reverse_complement_ranges, range_bounds(offsets.shape[0] - 1, 4096), codes, offsets, out)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _reverse_complement_ranges(r0, r1, codes, offsets, out):
+    for r in range(r0, r1):
         a = offsets[r]
         b = offsets[r + 1]
         for i in range(b - a):
             c = codes[b - 1 - i]
             out[a + i] = 3 - c if c < 4 else 4
-    return out
 
 
 @njit(cache=True, nogil=True)

@@ -2,6 +2,8 @@
 import numpy as np
 from numba import njit
 
+from pymap.kernels.threads import range_bounds, run_ranges
+
 
 def _i64(a):
     return np.ascontiguousarray(a, dtype=np.int64)
@@ -9,8 +11,15 @@ def _i64(a):
 
 def gather_ranges(buf, starts, ends, table):
     """Concatenate buf[starts[i]:ends[i]] mapped through a 256-entry table; returns (out, offsets).
-    (starts, ends are made contiguous int64 first: one compiled kernel for every caller's layout.)"""
-    return _gather_ranges(buf, _i64(starts), _i64(ends), table)
+    (starts, ends are made contiguous int64 first: one compiled kernel for every caller's layout.)
+    Threads over ranges of i."""
+    starts, ends = _i64(starts), _i64(ends)
+    n = starts.shape[0]
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(ends - starts, out=offsets[1:])
+    out = np.empty(offsets[n], np.uint8)
+    run_ranges(_gather_ranges, range_bounds(n, 4096), buf, starts, ends, table, offsets, out)
+    return out, offsets
 
 
 def first_word_ends(buf, starts, ends):
@@ -19,19 +28,12 @@ def first_word_ends(buf, starts, ends):
 
 
 @njit(cache=True, nogil=True)
-def _gather_ranges(buf, starts, ends, table):
-    n = starts.shape[0]
-    offsets = np.empty(n + 1, np.int64)
-    offsets[0] = 0
-    for i in range(n):
-        offsets[i + 1] = offsets[i] + (ends[i] - starts[i])
-    out = np.empty(offsets[n], np.uint8)
-    for i in range(n):
+def _gather_ranges(i0, i1, buf, starts, ends, table, offsets, out):
+    for i in range(i0, i1):
         o = offsets[i]
         for j in range(starts[i], ends[i]):
             out[o] = table[buf[j]]
             o += 1
-    return out, offsets
 
 
 @njit(cache=True, nogil=True)
