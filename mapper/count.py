@@ -25,7 +25,7 @@ T threads, F = FORMAT_LINES:
   + 12 max(W, L) + 8 T L          phase 2: the wave's k-mers and counts, a sort scratch per thread
   + 2 x (k + 12) F                the two text buffers (count_to_file)
   + ~60 MB                        8 MB input chunks, their codes and phase 1 buffers in flight
-  + ~165 MB                       Python, NumPy, Numba and its compiler;
+  + ~150 MB                       Python, NumPy, Numba and its compiler;
 count_kmers also keeps every distinct k-mer (12 bytes each); count_to_file (the CLI) writes or tallies
 each wave in reused buffers. 100 M k-mers at k = 21: about 480 MB in all (BENCHMARKS.md).
 """

@@ -512,3 +512,49 @@ def test_cli_output_to_a_pipe_keeps_the_pipe(data, tmp_path, capsys):
 def stat_is_fifo(path):
     import stat
     return stat.S_ISFIFO(os.stat(path).st_mode)
+
+
+def program(*args, importtime=False):
+    """`pymap ...` as its own process (main() reading sys.argv, as the installed command does)."""
+    flags = ["-X", "importtime"] if importtime else []
+    return subprocess.run([sys.executable, *flags, "-m", "pymap.cli", *map(str, args)], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_count_as_a_program(data, tmp_path):
+    """The count command as a process: complete output, exit status 0, and a start-up without the mapping
+    pipeline or SciPy (docs/counting.md: start-up is most of a run on a bacterial genome)."""
+    out = tmp_path / "c.txt"
+    res = program("count", "-k", 21, "-t", 2, "-o", out, data["fa"], data["fq.gz"], importtime=True)
+    assert res.returncode == 0, res.stderr
+    got = {a: int(b) for a, b in (line.split("\t") for line in out.read_text().splitlines())}
+    assert got == dict(brute_counts(data["seqs"] + data["reads"], 21))
+    imported = {line.rsplit("|", 1)[1].strip() for line in res.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "pymap.count" in imported
+    assert not imported & {"pymap.api", "pymap.pipeline", "pysam", "scipy.linalg"}
+    res = program("count", "-k", 21, "--histo", data["fa"], data["fq.gz"])
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == C.format_histogram(*C.histogram(np.array(list(got.values()))))
+    res = program("count", "-k", 21, "-o", tmp_path / "x.txt", tmp_path / "missing.fa")
+    assert res.returncode == 1
+    one_error_line(res.stderr, "no such file")
+    assert not (tmp_path / "x.txt").exists()
+
+
+def test_scipy_hidden_only_while_numba_loads():
+    """After cli._numba_without_scipy, kernels calling np.dot, np.linalg and np.correlate still compile."""
+    script = textwrap.dedent("""
+        import sys
+        import numpy as np
+        from numba import njit
+        from pymap import cli
+        cli._numba_without_scipy()
+        assert "scipy.linalg" not in sys.modules and "scipy.linalg.cython_blas" not in sys.modules
+        a, m = np.arange(4.0), 2 * np.eye(3)
+        assert njit(lambda a, b: np.dot(a, b))(a, a) == 14.0
+        assert njit(lambda m: np.linalg.inv(m))(m)[0, 0] == 0.5
+        assert njit(lambda a, b: np.correlate(a, b))(a, a)[0] == 14.0
+    """)
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
