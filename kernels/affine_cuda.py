@@ -10,13 +10,11 @@ touching the same cell index touch adjacent bytes. CIGARs are written to a slot 
 candidate; the rare longer ones are finished on the CPU by the same code, as kernels.affine does.
 The reference stays on the device (cuda_support.resident), shared with the filter and the seeder.
 """
-import threading
-
 import numpy as np
 from numba import config as numba_config
 
 from pymap.kernels import affine as cpu
-from pymap.kernels.cuda_support import cuda, resident, thread_scratch
+from pymap.kernels.cuda_support import cuda, gpu_lock, on_gpus, resident, thread_scratch
 
 #: CIGAR ops kept per candidate on the device
 SLOT = 16
@@ -74,13 +72,10 @@ def _threads(n, maxl, maxb):
     return max(THREADS_PER_BLOCK, (t + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK * THREADS_PER_BLOCK)
 
 
-_LOCK = threading.Lock()
-
-
 def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band,
                       params=None, min_score=None, traceback=True, timing=None):
-    """kernels.affine.affine_align (traceback) or affine_scores (not) on the current GPU: same
-    arguments, same results. timing: a dict whose "kernel_ms" gets the kernel's time (CUDA events)
+    """kernels.affine.affine_align (traceback) or affine_scores (not) on the GPUs (the candidates
+    split evenly over every visible one): same arguments, same results. timing: a dict whose "kernel_ms" gets the kernel's time (CUDA events)
     added."""
     P = cpu.make_params() if params is None else np.ascontiguousarray(params, np.int64)
     args = cpu._prep(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band)
@@ -89,25 +84,34 @@ def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_s
     if n == 0:
         return cpu._affine_batch(*args, c_min, P, traceback)[:8 if traceback else 6]
     maxl, maxb = cpu._scratch_dims(*[args[i] for i in (2, 4, 6, 7, 8, 9)])
-    nt = _threads(n, maxl, maxb)
-    with _LOCK:                                      # one scratch per GPU
-        stream = cuda.stream()
-        d_reads = [resident(a) for a in args[:4]]   # a batch's reads serve all its extender calls
-        d = [cuda.to_device(a, stream=stream) for a in args[4:] + (c_min, P)]
-        scratch = thread_scratch("affine", [((maxb + 1,), np.int32)] * 2 + [((maxb,), np.int32)] * 4 + [
-            (((maxl + 1) * maxb,), np.uint8), ((2 * maxl + 1,), np.uint32), ((2 * maxl + 3,), np.uint32)], nt)
-        d_res = cuda.device_array((n, 7), np.int64, stream=stream)
-        d_cig = cuda.device_array((n if traceback else 1, SLOT), np.uint32, stream=stream)
-        tpb = min(nt, THREADS_PER_BLOCK)
-        ev0, ev1 = cuda.event(), cuda.event()
-        ev0.record(stream)
-        _k_align[nt // tpb, tpb, stream](*d_reads, *d, *scratch, d_res, d_cig, traceback)
-        ev1.record(stream)
-        res = d_res.copy_to_host(stream=stream)
-        slots = d_cig.copy_to_host(stream=stream) if traceback else None
-        stream.synchronize()
-    if timing is not None:
-        timing["kernel_ms"] = timing.get("kernel_ms", 0.0) + ev0.elapsed_time(ev1)
+
+    def part(lo, hi):                              # candidates lo..hi-1 on the current GPU
+        m = hi - lo
+        nt = _threads(m, maxl, maxb)
+        with gpu_lock("affine"):                   # one scratch per GPU
+            stream = cuda.stream()
+            d_reads = [resident(a) for a in args[:4]]   # a batch's reads serve all its extender calls
+            d = [cuda.to_device(np.ascontiguousarray(a[lo:hi]), stream=stream) for a in args[4:] + (c_min,)]
+            d_p = cuda.to_device(P, stream=stream)
+            scratch = thread_scratch("affine", [((maxb + 1,), np.int32)] * 2 + [((maxb,), np.int32)] * 4 + [
+                (((maxl + 1) * maxb,), np.uint8), ((2 * maxl + 1,), np.uint32), ((2 * maxl + 3,), np.uint32)], nt)
+            d_res = cuda.device_array((m, 7), np.int64, stream=stream)
+            d_cig = cuda.device_array((m if traceback else 1, SLOT), np.uint32, stream=stream)
+            tpb = min(nt, THREADS_PER_BLOCK)
+            ev0, ev1 = cuda.event(), cuda.event()
+            ev0.record(stream)
+            _k_align[nt // tpb, tpb, stream](*d_reads, *d, d_p, *scratch, d_res, d_cig, traceback)
+            ev1.record(stream)
+            res = d_res.copy_to_host(stream=stream)
+            slots = d_cig.copy_to_host(stream=stream) if traceback else None
+            stream.synchronize()
+        return res, slots, ev0.elapsed_time(ev1)
+
+    parts = [r for _, _, r in on_gpus(n, part)]
+    res = np.concatenate([p[0] for p in parts])
+    slots = np.concatenate([p[1] for p in parts]) if traceback else None
+    if timing is not None:                         # the GPUs run side by side: the slowest one's time
+        timing["kernel_ms"] = timing.get("kernel_ms", 0.0) + max(p[2] for p in parts)
     score = res[:, 0].astype(np.int32)
     values = (score, res[:, 1].copy(), res[:, 2].copy(), res[:, 3].astype(np.int32), res[:, 4].astype(np.int32),
               res[:, 5].astype(np.int32))

@@ -3,7 +3,9 @@
 numba-cuda 0.30 still calls `np.row_stack`, which NumPy 2.4 removed (it was an alias of
 `np.vstack`); the lent GPU machines ship such a NumPy. Restoring the alias is harmless elsewhere.
 """
+import threading
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -58,4 +60,44 @@ def thread_scratch(tag, specs, nt):
     return out
 
 
-__all__ = ["cuda", "cuda_available", "resident", "thread_scratch"]
+def gpu_count():
+    """Visible GPUs (the simulator counts as one)."""
+    return max(1, len(cuda.gpus)) if not _simulator() else 1
+
+
+def _simulator():
+    from numba import config
+    return bool(config.ENABLE_CUDASIM)
+
+
+_LOCKS = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def gpu_lock(tag):
+    """The lock of (tag, current GPU): one kernel launch of a stage at a time per GPU, as its
+    scratch (thread_scratch) is shared."""
+    key = (tag, getattr(cuda.get_current_device(), "id", 0))
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(key, threading.Lock())
+
+
+def on_gpus(n, work):
+    """Split [0, n) evenly over the visible GPUs and run work(lo, hi) for each part with that GPU
+    current, one host thread per GPU; returns [(lo, hi, result)] in order."""
+    k = min(gpu_count(), max(n, 1))
+    bounds = [n * j // k for j in range(k + 1)]
+
+    def run(j):
+        if k == 1:
+            return bounds[0], bounds[1], work(bounds[0], bounds[1])
+        with cuda.gpus[j]:
+            return bounds[j], bounds[j + 1], work(bounds[j], bounds[j + 1])
+
+    if k == 1:
+        return [run(0)]
+    with ThreadPoolExecutor(k) as pool:
+        return list(pool.map(run, range(k)))
+
+
+__all__ = ["cuda", "cuda_available", "gpu_count", "gpu_lock", "on_gpus", "resident", "thread_scratch"]

@@ -8,14 +8,12 @@ thread-minor. A read whose hits or pattern rows do not fit those columns (a repe
 positions per pattern) is flagged and its candidates are found by the CPU kernel instead, so the
 candidates are the CPU's in every case.
 """
-import threading
-
 import numpy as np
 from numba import config as numba_config
 
 from pymap.kernels import diagonal_clusters as dc
 from pymap.kernels import nbindex_query as cpu
-from pymap.kernels.cuda_support import cuda, resident, thread_scratch
+from pymap.kernels.cuda_support import cuda, gpu_lock, on_gpus, resident, thread_scratch
 
 #: hits one read strand may have on the device (more: the read is seeded on the CPU)
 HIT_CAPACITY = 512
@@ -73,13 +71,10 @@ def _k_query(codes, rc_codes, offsets, max_edits, steps, care, span, ln, e_nb, m
         out_cnt[rs] = nc
 
 
-_LOCK = threading.Lock()
-
-
 def query_batch_cuda(codes, rc_codes, offsets, max_edits, care, span, ln, step, lossless, e_nb, max_occ, max_cands,
                      min_hits, blk, g, slots, pos, out_pos, out_cnt, timing=None):
-    """kernels.nbindex_query.query_batch for the 'phf' layout on the current GPU, same arguments
-    and results (out_pos, out_cnt filled). The index arrays are copied to the device once.
+    """kernels.nbindex_query.query_batch for the 'phf' layout on the GPUs (the reads split evenly
+    over every visible one), same arguments and results (out_pos, out_cnt filled). The index arrays are copied to the device once.
     timing: a dict whose "kernel_ms" gets the kernel's time (CUDA events) added."""
     n = offsets.shape[0] - 1
     if n == 0:
@@ -90,31 +85,39 @@ def query_batch_cuda(codes, rc_codes, offsets, max_edits, care, span, ln, step, 
     npat_max = int(np.max(np.where(lengths >= width, (lengths - width + steps - 1) // steps + 1, 0)))
     nvar = cpu.n_variants(ln, e_nb)
     rows = max(1, npat_max * nvar)
-    nt = 32 if numba_config.ENABLE_CUDASIM else min(MAX_THREADS, -(-2 * n // THREADS_PER_BLOCK) * THREADS_PER_BLOCK)
-    tpb = min(nt, THREADS_PER_BLOCK)
-    with _LOCK:
-        stream = cuda.stream()
-        d_index = [resident(a) for a in (blk, g, slots, pos)]
-        d_reads = [resident(a) for a in (codes, rc_codes, offsets)]
-        d_in = [cuda.to_device(np.ascontiguousarray(a, np.int64), stream=stream) for a in (max_edits, steps, care)]
-        scratch = thread_scratch("nbindex", [((HIT_CAPACITY,), np.int64), ((rows, 7), np.int64), ((nvar,), np.int64),
-                                             ((max(e_nb, 1),), np.int64), ((max(npat_max, 1),), np.int64),
-                                             ((HIT_CAPACITY,), np.int64), ((HIT_CAPACITY,), np.int64),
-                                             ((4 * HIT_CAPACITY,), np.int64)], nt)
-        d_pos = cuda.device_array(out_pos.shape[0], np.int64, stream=stream)
-        d_cnt = cuda.device_array(out_cnt.shape[0], np.int64, stream=stream)
-        d_over = cuda.to_device(np.zeros(n, np.uint8), stream=stream)
-        ev0, ev1 = cuda.event(), cuda.event()
-        ev0.record(stream)
-        _k_query[nt // tpb, tpb, stream](*d_reads, d_in[0], d_in[1], d_in[2], span, ln, e_nb, max_occ, max_cands,
-                                         min_hits, *d_index, *scratch, d_pos, d_cnt, d_over)
-        ev1.record(stream)
-        d_pos.copy_to_host(out_pos, stream=stream)
-        d_cnt.copy_to_host(out_cnt, stream=stream)
-        over = d_over.copy_to_host(stream=stream)
-        stream.synchronize()
-    if timing is not None:
-        timing["kernel_ms"] = timing.get("kernel_ms", 0.0) + ev0.elapsed_time(ev1)
+    over = np.zeros(n, np.uint8)
+
+    def part(lo, hi):                              # reads lo..hi-1 on the current GPU
+        m = hi - lo
+        nt = 32 if numba_config.ENABLE_CUDASIM else min(MAX_THREADS, -(-2 * m // THREADS_PER_BLOCK) * THREADS_PER_BLOCK)
+        tpb = min(nt, THREADS_PER_BLOCK)
+        with gpu_lock("nbindex"):                  # one scratch per GPU
+            stream = cuda.stream()
+            d_index = [resident(a) for a in (blk, g, slots, pos)]
+            d_reads = [resident(a) for a in (codes, rc_codes)]
+            d_in = [cuda.to_device(np.ascontiguousarray(a, np.int64), stream=stream)
+                    for a in (offsets[lo:hi + 1], max_edits[lo:hi], steps[lo:hi], care)]
+            scratch = thread_scratch("nbindex", [
+                ((HIT_CAPACITY,), np.int64), ((rows, 7), np.int64), ((nvar,), np.int64), ((max(e_nb, 1),), np.int64),
+                ((max(npat_max, 1),), np.int64), ((HIT_CAPACITY,), np.int64), ((HIT_CAPACITY,), np.int64),
+                ((4 * HIT_CAPACITY,), np.int64)], nt)
+            d_pos = cuda.device_array(2 * m * max_cands, np.int64, stream=stream)
+            d_cnt = cuda.device_array(2 * m, np.int64, stream=stream)
+            d_over = cuda.to_device(np.zeros(m, np.uint8), stream=stream)
+            ev0, ev1 = cuda.event(), cuda.event()
+            ev0.record(stream)
+            _k_query[nt // tpb, tpb, stream](*d_reads, *d_in, span, ln, e_nb, max_occ, max_cands, min_hits,
+                                             *d_index, *scratch, d_pos, d_cnt, d_over)
+            ev1.record(stream)
+            d_pos.copy_to_host(out_pos[2 * lo * max_cands:2 * hi * max_cands], stream=stream)
+            d_cnt.copy_to_host(out_cnt[2 * lo:2 * hi], stream=stream)
+            d_over.copy_to_host(over[lo:hi], stream=stream)
+            stream.synchronize()
+        return ev0.elapsed_time(ev1)
+
+    times = [t for _, _, t in on_gpus(n, part)]
+    if timing is not None:                         # the GPUs run side by side: the slowest one's time
+        timing["kernel_ms"] = timing.get("kernel_ms", 0.0) + max(times)
         timing["cpu_reads"] = timing.get("cpu_reads", 0) + int(over.sum())
     redo = np.flatnonzero(over)
     if redo.size:
