@@ -1,25 +1,36 @@
 """Mapping on a Dask cluster: `pymap align --dask local:N` or `--dask tcp://HOST:PORT`.
 
-The client reads the input in chunks of options.batch_size reads (pairs stay together; the chunking
-never depends on the number of workers), submits each chunk to the cluster and writes the results
-in input order, with a bounded number of chunks in flight. A worker builds its Pipeline once (the
-saved index memory-mapped from a path every worker can read) and keeps it for all its chunks; a
-task is a pure function of its chunk, so a chunk whose worker is lost is run again elsewhere and
-nothing is lost or written twice. Each task runs single-threaded: a worker's threads run chunks
-side by side. With --sort each chunk comes back coordinate-sorted (BAM) and the client merges.
+The input is cut in chunks of options.batch_size reads (pairs stay together; the chunking never
+depends on the number of workers), one task a chunk; the client writes the results in input order,
+with a bounded number of chunks in flight. A worker builds its Pipeline once (the saved index
+memory-mapped from a path every worker can read) and keeps it for all its chunks; a task is a pure
+function of its chunk, so a chunk whose worker is lost is run again elsewhere and nothing is lost
+or written twice. Each task runs single-threaded: a worker's threads run chunks side by side.
+
+What travels: where every worker sees the client's files (a local cluster, a shared file system),
+a chunk of plain FASTQ files is sent as byte ranges that the worker reads and parses itself, and
+its records come back as a part file in a scratch directory beside the output, which the client
+copies to the output in order. Otherwise (gzip or FASTA reads, stdin, workers on other file
+systems) the client parses the chunk and sends the arrays, and the records come back in the result.
+With --sort each chunk comes back coordinate-sorted (BAM) and the client merges.
 """
 import dataclasses
+import itertools
 import os
+import shutil
 import threading
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from pymap.errors import InputError, UsageError
 
-#: chunks in flight per worker thread: enough to keep every worker busy while the client writes
-IN_FLIGHT_PER_THREAD = 2
+#: chunks in flight per worker thread: enough to keep every worker busy while the client waits for
+#: the oldest chunk (workers start, and chunks end, at different times); results wait on the workers
+#: or in part files, not in the client
+IN_FLIGHT_PER_THREAD = 4
 #: pipelines built in this (worker) process, one per (run, thread)
 _PIPELINES = {}
 
@@ -41,10 +52,11 @@ def connect(spec):
             raise UsageError(f"--dask local:N needs a number of workers >= 1, got {spec!r}")
         import dask
         # a private cluster: no GPU polling by Dask's system monitor (on a GPU machine it costs
-        # seconds of the scheduler's time per run), the dashboard on any free port
+        # seconds of the scheduler's time per run), the dashboard on any free port; each worker
+        # imports the mapper as it starts (dask_setup below)
         with dask.config.set({"distributed.diagnostics.nvml": False}):
             cluster = LocalCluster(n_workers=int(n), threads_per_worker=1, processes=True,
-                                   dashboard_address=":0")
+                                   dashboard_address=":0", preload=["pymap.distributed"])
         client = Client(cluster)
         return client, [client, cluster]
     if "://" not in spec:
@@ -56,45 +68,95 @@ def connect(spec):
         raise InputError(f"--dask {spec}: cannot reach the scheduler ({exc})") from None
 
 
+def dask_setup(worker):
+    """Dask preload of local workers: import the mapper while the cluster starts."""
+    import pymap.api  # noqa: F401
+
+
+@dataclasses.dataclass(frozen=True)
+class FileChunk:
+    """Reads (pairs) first.. of plain FASTQ files, read by the worker: per file (path, name in
+    errors, start, end, final) from reads.fastq_spans; R1 and R2, or one file of interleaved mates."""
+    first: int
+    spans: tuple
+    interleaved: bool = False
+
+    def load(self):
+        """A ReadBatch, or (r1, r2) for pairs."""
+        from pymap import mates
+        from pymap.reads import read_span
+        first = 2 * self.first if self.interleaved else self.first
+        batches = [read_span(path, a, b, final, first, name) for path, name, a, b, final in self.spans]
+        if self.interleaved:
+            return mates.interleaved_mates(batches[0], self.first, self.spans[0][1])
+        if len(batches) == 2:
+            return mates.mates_of(*batches, self.first, self.spans[0][1], self.spans[1][1])
+        return batches[0]
+
+
 def _worker_pipeline(key, ref_path, options, index_path, paired):
-    """This worker thread's Pipeline of the run `key`, built on first use."""
+    """(this worker thread's Pipeline of the run `key`, built on first use; the time.time() it was
+    ready)."""
     from pymap import api
     slot = (key, threading.get_ident())
-    pipe = _PIPELINES.get(slot)
-    if pipe is None:
+    if slot not in _PIPELINES:
         if not os.path.exists(index_path):
             raise InputError(f"{index_path}: index not readable on worker {os.uname().nodename} "
                              f"(the index must be on a path every worker can read)")
-        pipe = api.make_pipeline(ref_path, options, index_path, paired=paired)
-        _PIPELINES[slot] = pipe
-    return pipe
+        _PIPELINES[slot] = api.make_pipeline(ref_path, options, index_path, paired=paired), time.time()
+    return _PIPELINES[slot]
 
 
-def _map_chunk(run, chunk, model, header_text):
-    """One chunk on a worker: (SAM text, or sorted BAM when header_text is given; RunStats; the
-    filter allowances measured; notes)."""
+def _map_chunk(run, chunk, model, header_text, part):
+    """One chunk on a worker: (records: SAM text, or sorted BAM when header_text is given, written
+    to the file `part` and its name, or with part None the records; RunStats; the filter allowances
+    measured; notes; (this worker thread, when its pipeline was ready, when the task started and
+    ended: time.time())."""
     from pymap.pipeline import RunStats
-    pipe = _worker_pipeline(*run)
+    pipe, ready = _worker_pipeline(*run)
+    start = time.time()
     pipe.stats = RunStats()
-    if model is not None:
-        text = pipe.map_pairs(chunk[0], chunk[1], model)
-    else:
-        text = pipe.map_batch(chunk)
+    reads = chunk.load() if isinstance(chunk, FileChunk) else chunk
+    text = pipe.map_pairs(*reads, model) if model is not None else pipe.map_batch(reads)
     if header_text is not None:
         from pymap.sam import sort_chunk
         text = sort_chunk(header_text.encode() + text)
     pipe.slack.save()
-    # a NumPy array travels without the copies Dask makes of a bytes object (3 x faster here)
-    text = np.frombuffer(text, np.uint8)
-    return text, pipe.stats, sorted(set(pipe.slack.table.values())), pipe.seeder.run_notes() + pipe.slack.notes()
+    if part is not None:
+        tmp = f"{part}.{os.getpid()}.{threading.get_ident()}"
+        with open(tmp, "wb") as fh:
+            fh.write(text)
+        os.replace(tmp, part)                # a chunk run twice (a lost worker) writes the same part
+        result = part
+    else:
+        # a NumPy array travels without the copies Dask makes of a bytes object (3 x faster here)
+        result = np.frombuffer(text, np.uint8)
+    notes = pipe.seeder.run_notes() + pipe.slack.notes()
+    times = (f"{os.getpid()}.{threading.get_ident()}", ready, start, time.time())
+    return result, pipe.stats, sorted(set(pipe.slack.table.values())), notes, times
 
 
-def _learn_model(run, pairs):
+def _learn_model(run, chunks):
     """The insert-size model from the first pairs, computed on a worker (as LocalRun does)."""
     from pymap import api
-    pipe = _worker_pipeline(*run)
-    model, _ = api.insert_model(pipe, iter(pairs), pipe.opt)
+    pipe, _ = _worker_pipeline(*run)
+    pairs = (c.load() if isinstance(c, FileChunk) else c for c in chunks)
+    model, _ = api.insert_model(pipe, pairs, pipe.opt)
     return model
+
+
+def _sees(files, scratch, token):
+    """On a worker: (it reads the client's files, the same size and time; it writes to scratch)."""
+    try:
+        same = all((os.stat(p).st_size, os.stat(p).st_mtime_ns) == (size, mtime) for p, size, mtime in files)
+    except OSError:
+        same = False
+    try:
+        with open(os.path.join(scratch, "probe")) as fh:
+            writes = fh.read() == token and os.access(scratch, os.W_OK)
+    except OSError:
+        writes = False
+    return same, writes
 
 
 def merge_stats(total, part):
@@ -111,37 +173,49 @@ class DaskRun:
     """The Dask counterpart of pymap.api.LocalRun (same interface)."""
 
     def __init__(self, spec, ref_path, options, index_path, paired):
-        from pymap import api, plugins
         from pymap.pipeline import RunStats
-        from pymap.reference import load_reference
-        t0 = time.perf_counter()
-        self.client, self.owned = connect(spec)
-        self.t_ready = time.perf_counter() - t0
-        self.t0, self.t_first, self.chunks = t0, None, 0
+        self.t0, self.wall0, self.t_first, self.chunks = time.perf_counter(), time.time(), None, 0
+        self.owned, self.scratch, self.how, self.workers = [], None, "", {}
         try:
-            self.options = dataclasses.replace(options, dask=None, threads=1, progress=False)
-            self.reference = load_reference(ref_path)
-            self.options.seeder = self.options.seeder or api.default_seeder(int(self.reference.codes.shape[0]))
-            # the client makes sure a saved index exists; workers only load it
-            seeder = plugins.create("seeder", self.options.seeder, **options.seeder_opts)
-            path = os.path.abspath(index_path or seeder.index_path(ref_path))
-            api.open_index(seeder, self.reference, ref_path, index_path, verify=False)
-            if not os.path.exists(path):
-                raise InputError(f"{path}: the index could not be saved, and Dask workers need it on disk")
-            self.run = (f"{os.getpid()}-{id(self)}", os.path.abspath(ref_path), self.options, path, paired)
+            with ThreadPoolExecutor(1) as pool:
+                # the cluster starts (its workers import the mapper) while the reference and index load
+                connecting = pool.submit(lambda: (connect(spec), time.perf_counter() - self.t0))
+                try:
+                    self._load(ref_path, options, index_path, paired)
+                finally:
+                    if connecting.exception() is None:
+                        (self.client, self.owned), self.t_ready = connecting.result()
+            connecting.result()
             self.paired = paired
             self.stats = RunStats()
             self.model = None
             self.slack = set()
             self._notes = []
-            threads = self.threads = sum(self.client.nthreads().values()) or 1
-            self.in_flight = IN_FLIGHT_PER_THREAD * threads
+            self.threads = sum(self.client.nthreads().values()) or 1
+            self.in_flight = IN_FLIGHT_PER_THREAD * self.threads
         except BaseException:
             self.close()
             raise
 
+    def _load(self, ref_path, options, index_path, paired):
+        from pymap import api, plugins
+        from pymap.reference import load_reference
+        self.options = dataclasses.replace(options, dask=None, threads=1, progress=False)
+        self.reference = load_reference(ref_path)
+        self.options.seeder = self.options.seeder or api.default_seeder(int(self.reference.codes.shape[0]))
+        # the client makes sure a saved index exists; workers only load it
+        seeder = plugins.create("seeder", self.options.seeder, **options.seeder_opts)
+        path = os.path.abspath(index_path or seeder.index_path(ref_path))
+        api.open_index(seeder, self.reference, ref_path, index_path, verify=False)
+        if not os.path.exists(path):
+            raise InputError(f"{path}: the index could not be saved, and Dask workers need it on disk")
+        self.run = (f"{os.getpid()}-{id(self)}", os.path.abspath(ref_path), self.options, path, paired)
+
     def writer(self, out, header, ref_path):
+        from pymap import outfile
         from pymap.sam import SamWriter, SortedPartsWriter
+        # where workers leave their records when they see it (sam_batches)
+        self.scratch = outfile.temporary_dir(outfile.scratch_base(out))
         threads = max(1, min(4, os.cpu_count() or 1))      # htslib's threads on the client
         max_len = int(self.reference.lengths.max())
         if self.options.sort:
@@ -150,63 +224,118 @@ class DaskRun:
         return SamWriter(out, header, ref_path=ref_path, threads=threads, level=self.options.level)
 
     def _chunks(self, reads_path, mates_path):
+        """(the chunks to send, in input order; whether the workers write the records to the
+        scratch directory; how chunks and records travel, in words)."""
+        from pymap.reads import fastq_spans
+        size = self.options.batch_size
+        interleaved = self.paired and mates_path is None
+        names = [str(p) for p in (reads_path, mates_path) if p is not None]
+        spans = [fastq_spans(p, 2 * size if interleaved else size) for p in names]
+        plain = all(s is not None for s in spans)
+        stats = [os.stat(p) for p in names] if plain else []
+        files = [(os.path.abspath(p), st.st_size, st.st_mtime_ns) for p, st in zip(names, stats)]
+        reads_shared, writes = self._workers_see(files)
+        records = ", records in part files" if writes else ", records in the results"
+        if plain and reads_shared:
+            empty = (0, 0, True)                    # a file that has ended: no reads (R1 and R2 differ)
+            chunks = (FileChunk(k * size, tuple((f[0], n, *s) for f, n, s in zip(files, names, part)), interleaved)
+                      for k, part in enumerate(itertools.zip_longest(*spans, fillvalue=empty)))
+            return chunks, writes, "chunks as file ranges" + records
         if not self.paired:
             from pymap.reads import read_batches
-            yield from read_batches(reads_path, self.options.batch_size)
-            return
+            chunks = read_batches(reads_path, size)
+        else:
+            from pymap.mates import read_mate_batches
+            chunks = read_mate_batches(reads_path, mates_path, size)
+        return chunks, writes, "chunks parsed by the client" + records
+
+    def _workers_see(self, files):
+        """(every worker reads `files` (path, size, mtime) as the client does, every worker writes
+        to the scratch directory)."""
+        token = os.urandom(8).hex()
+        with open(os.path.join(self.scratch, "probe"), "w") as fh:
+            fh.write(token)
+        seen = [s if isinstance(s, tuple) else (False, False)
+                for s in self.client.run(_sees, files, self.scratch, token, on_error="return").values()]
+        return bool(seen) and all(s[0] for s in seen), bool(seen) and all(s[1] for s in seen)
+
+    def _model(self, chunks):
+        """(the insert-size model, or the future of one learned on a worker from the first pairs;
+        the chunks again)."""
         from pymap import insert
-        from pymap.mates import read_mate_batches
-        batches = read_mate_batches(reads_path, mates_path, self.options.batch_size)
         if self.options.insert_size is not None:
-            self.model = self.options.insert_size
-            yield from batches
-            return
+            return self.options.insert_size, chunks
         held, seen = [], 0
-        for pair in batches:
-            held.append(pair)
-            seen += len(pair[0])
+        for chunk in chunks:
+            held.append(chunk)
+            seen += self.options.batch_size if isinstance(chunk, FileChunk) else len(chunk[0])
             if seen >= insert.MODEL_PAIRS:
                 break
-        self.model = self.client.submit(_learn_model, self.run, held, pure=False).result()
-        yield from held
-        yield from batches
+        return self.client.submit(_learn_model, self.run, held, pure=False), itertools.chain(held, chunks)
 
     def sam_batches(self, reads_path, mates_path, header):
         """Results in input order: SAM text, or sorted BAM parts under options.sort."""
-        from distributed import wait
+        from distributed import Future, wait
+        chunks, writes, self.how = self._chunks(reads_path, mates_path)
         header_text = str(header) if self.options.sort else None
+        model = None
+        if self.paired:
+            model, chunks = self._model(chunks)
         pending = deque()
-        for chunk in self._chunks(reads_path, mates_path):
-            pending.append(self.client.submit(_map_chunk, self.run, chunk, self.model, header_text, pure=False))
-            while len(pending) >= self.in_flight:
+        try:
+            for k, chunk in enumerate(chunks):
+                part = os.path.join(self.scratch, f"{k:09d}") if writes else None
+                pending.append(self.client.submit(_map_chunk, self.run, chunk, model, header_text, part,
+                                                  pure=False))
+                while len(pending) >= self.in_flight:
+                    yield self._collect(pending.popleft())
+            wait(list(pending))
+            while pending:
                 yield self._collect(pending.popleft())
-        wait(list(pending))
-        while pending:
-            yield self._collect(pending.popleft())
+        finally:
+            if pending:                             # a failed run: its chunks leave the cluster
+                self.client.cancel(list(pending))
+        self.model = model.result() if isinstance(model, Future) else model
         self.stats.filter_slack = (None if not self.slack else str(min(self.slack)) if len(self.slack) == 1
                                    else f"{min(self.slack)}..{max(self.slack)}")
 
     def _collect(self, future):
-        text, stats, slack, notes = future.result()
+        result, stats, slack, notes, (worker, ready, start, end) = future.result()
         future.release()
+        if isinstance(result, str):
+            part = result
+            with open(part, "rb") as fh:
+                result = fh.read()
+            os.unlink(part)
         self.chunks += 1
         if self.t_first is None:
             self.t_first = time.perf_counter() - self.t0
+        _, first, last, busy = self.workers.get(worker, (ready, start, end, 0.0))
+        self.workers[worker] = (ready, min(first, start), max(last, end), busy + end - start)
         merge_stats(self.stats, stats)
         self.slack.update(slack)
         self._notes.extend(n for n in notes if n not in self._notes)
-        return text
+        return result
 
     def filter_counts(self):
         return None
 
     def notes(self):
-        timing = (f"dask: {self.threads} worker threads, cluster ready after {self.t_ready:.2f} s, first chunk "
-                  f"back after {self.t_first or 0:.2f} s, {self.chunks} chunks in "
-                  f"{time.perf_counter() - self.t0:.2f} s")
+        now = time.perf_counter()
+        ready = [w[0] - self.wall0 for w in self.workers.values()] or [0]
+        busy = sum(w[3] for w in self.workers.values())
+        span = sum(w[2] - w[1] for w in self.workers.values())
+        timing = (f"dask: {self.threads} worker threads, cluster ready after {self.t_ready:.2f} s, "
+                  f"pipelines ready after {min(ready):.2f}..{max(ready):.2f} s, first chunk back after "
+                  f"{self.t_first or 0:.2f} s, {self.chunks} chunks in {now - self.t0:.2f} s ({self.how}); "
+                  f"a chunk took {busy / max(self.chunks, 1):.2f} s on average, workers busy "
+                  f"{100 * busy / max(span, 1e-9):.0f} % from their first chunk to their last")
         return self._notes + [timing]
 
     def close(self):
         for thing in self.owned:
             thing.close()
         self.owned = []
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None

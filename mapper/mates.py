@@ -12,7 +12,7 @@ import numpy as np
 from pymap.batch import ReadBatch
 from pymap.errors import InputError
 from pymap.kernels.text import gather_ranges
-from pymap.reads import read_batches
+from pymap.reads import empty_batch, read_batches
 
 IDENTITY = np.arange(256, dtype=np.uint8)
 #: read_batches is asked for whole parsed chunks: pairs are cut out of them as views, and only a
@@ -49,47 +49,59 @@ def _two_files(path1, path2, size):
     one, two = _Stream(path1), _Stream(path2)
     done = 0  # pairs yielded so far
     while True:
-        r1, r2 = one.take(size), two.take(size)
-        m1, m2 = len(r1), len(r2)
-        n = min(m1, m2)
-        if m1 != m2:  # one file has ended: its mates in the other are checked first
-            r1, r2 = _slice(r1, 0, n), _slice(r2, 0, n)
-        bad, r1, r2 = _pair_names(r1, r2)
-        if bad >= 0:
-            raise InputError(f"read {done + bad + 1:,}: names differ: '{r1.name(bad)}' in {_label(path1)}, "
-                             f"'{r2.name(bad)}' in {_label(path2)}")
-        if m1 != m2:
-            short, long_ = (path1, path2) if m1 < m2 else (path2, path1)
-            raise InputError(f"{_label(short)} ends after {done + n:,} reads, {_label(long_)} has more")
-        if n == 0:
+        r1, r2 = mates_of(one.take(size), two.take(size), done, path1, path2)
+        if len(r1) == 0:
             return
-        r1.first_index = r2.first_index = done
         yield r1, r2
-        done += n
+        done += len(r1)
+
+
+def mates_of(r1, r2, done, path1, path2):
+    """(r1, r2) as the pairs done.. of R1 and R2 files, "/1" "/2" removed; InputError when names
+    differ or one file ended (fewer reads on one side)."""
+    m1, m2 = len(r1), len(r2)
+    n = min(m1, m2)
+    if m1 != m2:  # one file has ended: its mates in the other are checked first
+        r1, r2 = _slice(r1, 0, n), _slice(r2, 0, n)
+    bad, r1, r2 = _pair_names(r1, r2)
+    if bad >= 0:
+        raise InputError(f"read {done + bad + 1:,}: names differ: '{r1.name(bad)}' in {_label(path1)}, "
+                         f"'{r2.name(bad)}' in {_label(path2)}")
+    if m1 != m2:
+        short, long_ = (path1, path2) if m1 < m2 else (path2, path1)
+        raise InputError(f"{_label(short)} ends after {done + n:,} reads, {_label(long_)} has more")
+    r1.first_index = r2.first_index = done
+    return r1, r2
 
 
 def _interleaved(path, size):
     stream = _Stream(path)
     done = 0  # pairs yielded so far
     while True:
-        recs = stream.take(2 * size)
-        m = len(recs)
-        n = m // 2
-        even = np.arange(0, 2 * n, 2, dtype=np.int64)
-        r1, r2 = _take(recs, even), _take(recs, even + 1)
-        bad, r1s, r2s = _pair_names(r1, r2)
-        if bad >= 0:
-            k = 2 * (done + bad)
-            raise InputError(f"{_label(path)}: records {k + 1:,} and {k + 2:,} are not mates: names differ "
-                             f"('{r1.name(bad)}', '{r2.name(bad)}')")
-        if m % 2:
-            raise InputError(f"{_label(path)}: odd number of records in an interleaved file: the last one, "
-                             f"record {2 * (done + n) + 1:,} '{recs.name(m - 1)}', has no mate")
-        if n == 0:
+        r1, r2 = interleaved_mates(stream.take(2 * size), done, path)
+        if len(r1) == 0:
             return
-        r1s.first_index = r2s.first_index = done
-        yield r1s, r2s
-        done += n
+        yield r1, r2
+        done += len(r1)
+
+
+def interleaved_mates(recs, done, path):
+    """(r1, r2): records 2k and 2k+1 of an interleaved file as the pairs done..; InputError when
+    names differ or the count is odd."""
+    m = len(recs)
+    n = m // 2
+    even = np.arange(0, 2 * n, 2, dtype=np.int64)
+    r1, r2 = _take(recs, even), _take(recs, even + 1)
+    bad, r1s, r2s = _pair_names(r1, r2)
+    if bad >= 0:
+        k = 2 * (done + bad)
+        raise InputError(f"{_label(path)}: records {k + 1:,} and {k + 2:,} are not mates: names differ "
+                         f"('{r1.name(bad)}', '{r2.name(bad)}')")
+    if m % 2:
+        raise InputError(f"{_label(path)}: odd number of records in an interleaved file: the last one, "
+                         f"record {2 * (done + n) + 1:,} '{recs.name(m - 1)}', has no mate")
+    r1s.first_index = r2s.first_index = done
+    return r1s, r2s
 
 
 class _Stream:
@@ -125,11 +137,6 @@ class _Stream:
         return _concat(out)
 
 
-def _empty():
-    return ReadBatch(codes=np.empty(0, np.uint8), offsets=np.zeros(1, np.int64), names=np.empty(0, np.uint8),
-                     name_offsets=np.zeros(1, np.int64), quals=np.empty(0, np.uint8))
-
-
 def _slice(batch, a, b):
     """Reads a..b-1 of a batch, as views."""
     if a == 0 and b == len(batch):
@@ -150,7 +157,7 @@ def _cat_offsets(parts):
 def _concat(parts):
     """One batch of the reads of several, in order."""
     if not parts:
-        return _empty()
+        return empty_batch()
     if len(parts) == 1:
         return parts[0]
     quals = [p.quals for p in parts]
@@ -165,7 +172,7 @@ def _concat(parts):
 def _take(batch, index):
     """The reads at `index` (a gather of codes, qualities and names; no per-read Python)."""
     if index.size == 0:
-        return _empty()
+        return empty_batch()
     lo, hi = batch.offsets[index], batch.offsets[index + 1]
     codes, offsets = gather_ranges(batch.codes, lo, hi, IDENTITY)
     quals = gather_ranges(batch.quals, lo, hi, IDENTITY)[0] if batch.quals.size else batch.quals

@@ -36,6 +36,15 @@ def temporary(path, suffix=".part"):
     return tmp
 
 
+def temporary_dir(path, suffix=".parts"):
+    """Create an empty temporary directory beside `path`; returns its name."""
+    try:
+        return tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=suffix,
+                                dir=os.path.dirname(os.path.abspath(path)))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write ({exc.strerror})") from None
+
+
 def publish(tmp, path):
     """Give the finished temporary file the usual permissions and its final name."""
     os.chmod(tmp, 0o666 & ~_umask())

@@ -1,5 +1,6 @@
 """Reading FASTQ (or FASTA) reads, plain or gzip, into ReadBatch arrays without per-read Python."""
 import gzip
+import os
 import zlib
 
 import numpy as np
@@ -13,6 +14,8 @@ IDENTITY = np.arange(256, dtype=np.uint8)
 CHUNK_BYTES = 8 << 20
 #: the SAM specification's limit on QNAME
 MAX_NAME = 254
+#: fastq_spans reads the file this many bytes at a time
+SPAN_BYTES = 8 << 20
 
 
 def _open(path):
@@ -79,6 +82,67 @@ def read_batches(path, batch_size=20000):
         for b in _split(batches, batch_size):
             first_index += len(b)
             yield b
+
+
+def fastq_spans(path, records):
+    """Byte ranges (start, end, final) of consecutive runs of `records` records of a plain FASTQ
+    file (4 lines a record: newlines are counted, nothing is parsed), final True for the last; None
+    when the file is not one (gzip, FASTA, not a regular file). A worker reads and parses each range
+    with read_span: the reads and errors of read_batches."""
+    if path == "-" or not os.path.isfile(path):
+        return None
+    with open(path, "rb") as fh:
+        head = fh.read(SPAN_BYTES)
+    stripped = head.lstrip()
+    if head[:2] == b"\x1f\x8b" or not stripped or stripped[:1] != b"@":
+        return None
+    _sniff(stripped, str(path))
+    return _spans(path, len(head) - len(stripped), 4 * records)
+
+
+def _spans(path, start, lines):
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        pos, need = start, lines              # need: newlines still to pass for the open range
+        while True:
+            data = fh.read(SPAN_BYTES)
+            if not data:
+                break
+            nl = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)
+            at = need - 1
+            while at < nl.size:
+                end = pos + int(nl[at]) + 1
+                yield start, end, False
+                start, at = end, at + lines
+            need = at - nl.size + 1
+            pos += len(data)
+        fh.seek(start)
+        while fh.tell() < pos:                # what follows the last whole range: none if blank
+            if fh.read(SPAN_BYTES).strip():
+                yield start, pos, True
+                return
+
+
+def read_span(path, start, end, final, first_index, source):
+    """The reads of bytes start..end of a plain FASTQ file (a range of fastq_spans), numbered from
+    first_index; source names the file in errors."""
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        buf = fh.read(end - start)
+    if len(buf) != end - start:
+        raise InputError(f"{source}: the file changed while it was read")
+    if final and not buf.endswith(b"\n"):
+        buf += b"\n"
+    batch, rest = _parse_fastq(buf, source, first_index, final=False)
+    batch = batch if batch is not None else empty_batch(first_index)
+    if rest.strip():        # the file ends in less than a record: raises read_batches' error
+        _parse_fastq(rest, source, first_index + len(batch), final=True)
+    return batch
+
+
+def empty_batch(first_index=0):
+    return ReadBatch(codes=np.empty(0, np.uint8), offsets=np.zeros(1, np.int64), names=np.empty(0, np.uint8),
+                     name_offsets=np.zeros(1, np.int64), quals=np.empty(0, np.uint8), first_index=first_index)
 
 
 def _sniff(data, source):

@@ -44,27 +44,96 @@ def pairs(tmp_path_factory):
     return str(d / "r1.fq"), str(d / "r2.fq")
 
 
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    """examples/reads.fq.gz uncompressed: workers read their chunks' bytes themselves."""
+    import gzip
+    path = tmp_path_factory.mktemp("dask_plain") / "reads.fq"
+    path.write_bytes(gzip.decompress(open(READS, "rb").read()))
+    return str(path)
+
+
 def _body(path):
     with pysam.AlignmentFile(str(path), reference_filename=REF) as f:
         return [r.to_string() for r in f]
 
 
-def _align(out, reads=READS, mates=None, **kw):
+def _align(out, reads=READS, mates=None, summary=False, **kw):
     kw.setdefault("progress", False)
-    return api.align(REF, reads, out=str(out), mates_path=mates, options=AlignOptions(**kw), summary=False)
+    return api.align(REF, reads, out=str(out), mates_path=mates, options=AlignOptions(**kw), summary=summary)
 
 
-def test_single_end_same_records_as_one_process(client, tmp_path):
+def _how(capsys):
+    """How the last run's chunks and records travelled, from its summary note."""
+    err = capsys.readouterr().err
+    return err[err.rindex("(chunks"):].split(")")[0][1:]
+
+
+def test_single_end_same_records_as_one_process(client, tmp_path, capsys):
+    """gzip reads: the client parses the chunks; the workers write the records to part files."""
     _align(tmp_path / "one.sam")
-    st = _align(tmp_path / "dask.sam", dask=client, batch_size=150)
+    st = _align(tmp_path / "dask.sam", dask=client, batch_size=150, summary=True)
+    assert _how(capsys) == "chunks parsed by the client, records in part files"
     assert _body(tmp_path / "dask.sam") == _body(tmp_path / "one.sam")
     assert st.reads == 2000 and st.mapped == 2000
+    assert sorted(os.listdir(tmp_path)) == ["dask.sam", "one.sam"]
 
 
-def test_pairs_same_records_as_one_process(client, pairs, tmp_path):
-    _align(tmp_path / "one.sam", *pairs)
-    _align(tmp_path / "dask.sam", *pairs, dask=client, batch_size=64)
+def test_plain_fastq_read_by_the_workers(client, plain, tmp_path, capsys):
+    """Plain FASTQ: chunks go as byte ranges that each worker reads and parses."""
+    _align(tmp_path / "one.sam")
+    st = _align(tmp_path / "dask.sam", plain, dask=client, batch_size=150, summary=True)
+    assert _how(capsys) == "chunks as file ranges, records in part files"
     assert _body(tmp_path / "dask.sam") == _body(tmp_path / "one.sam")
+    assert st.reads == 2000
+    assert sorted(os.listdir(tmp_path)) == ["dask.sam", "one.sam"]
+
+
+def test_workers_on_other_file_systems(client, plain, tmp_path, capsys, monkeypatch):
+    """Workers that see neither the reads nor the output's directory: the client parses the chunks
+    and the records come back in the results."""
+    from pymap import distributed as pd
+    _align(tmp_path / "one.sam")
+    monkeypatch.setattr(pd.DaskRun, "_workers_see", lambda self, files: (False, False))
+    _align(tmp_path / "dask.sam", plain, dask=client, batch_size=150, summary=True)
+    assert _how(capsys) == "chunks parsed by the client, records in the results"
+    assert _body(tmp_path / "dask.sam") == _body(tmp_path / "one.sam")
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_pairs_same_records_as_one_process(client, pairs, tmp_path, capsys, gz):
+    import gzip
+    _align(tmp_path / "one.sam", *pairs)
+    if gz:
+        for i, name in enumerate(pairs):
+            (tmp_path / f"r{i + 1}.fq.gz").write_bytes(gzip.compress(open(name, "rb").read()))
+        pairs = (str(tmp_path / "r1.fq.gz"), str(tmp_path / "r2.fq.gz"))
+    _align(tmp_path / "dask.sam", *pairs, dask=client, batch_size=64, summary=True)
+    chunks = "chunks parsed by the client" if gz else "chunks as file ranges"
+    assert _how(capsys) == chunks + ", records in part files"
+    assert _body(tmp_path / "dask.sam") == _body(tmp_path / "one.sam")
+
+
+def test_interleaved_pairs_same_records_as_one_process(client, pairs, tmp_path, capsys):
+    lines = [open(p).read().splitlines(keepends=True) for p in pairs]
+    inter = tmp_path / "inter.fq"
+    inter.write_text("".join("".join(lines[m][4 * i:4 * i + 4]) for i in range(len(lines[0]) // 4)
+                             for m in (0, 1)))
+    _align(tmp_path / "one.sam", *pairs)
+    _align(tmp_path / "dask.sam", str(inter), dask=client, batch_size=64, interleaved=True, summary=True)
+    assert _how(capsys) == "chunks as file ranges, records in part files"
+    assert _body(tmp_path / "dask.sam") == _body(tmp_path / "one.sam")
+
+
+def test_pair_files_of_different_lengths_same_error(client, pairs, tmp_path):
+    short = tmp_path / "r2.fq"
+    short.write_text("".join(open(pairs[1]).read().splitlines(keepends=True)[:4 * 150]))
+    with pytest.raises(InputError) as one:
+        _align(tmp_path / "one.sam", pairs[0], str(short))
+    with pytest.raises(InputError) as dask:
+        _align(tmp_path / "dask.sam", pairs[0], str(short), dask=client, batch_size=64)
+    assert str(dask.value) == str(one.value) == f"{short} ends after 150 reads, {pairs[0]} has more"
+    assert sorted(os.listdir(tmp_path)) == ["r2.fq"]
 
 
 def test_sorted_bam_same_as_one_process(client, tmp_path):
@@ -75,7 +144,7 @@ def test_sorted_bam_same_as_one_process(client, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["dask.bam", "dask.bam.bai", "one.bam", "one.bam.bai"]
 
 
-def test_killed_worker_loses_and_duplicates_nothing(client, tmp_path, monkeypatch):
+def test_killed_worker_loses_and_duplicates_nothing(client, plain, tmp_path, monkeypatch):
     from pymap import distributed as pd
     _align(tmp_path / "one.sam")
     collect = pd.DaskRun._collect
@@ -89,10 +158,11 @@ def test_killed_worker_loses_and_duplicates_nothing(client, tmp_path, monkeypatc
         return collect(self, future)
 
     monkeypatch.setattr(pd.DaskRun, "_collect", collect_and_kill)
-    st = _align(tmp_path / "dask.sam", dask=client, batch_size=50)
+    st = _align(tmp_path / "dask.sam", plain, dask=client, batch_size=50)
     assert len(seen) == 40
     assert _body(tmp_path / "dask.sam") == _body(tmp_path / "one.sam")
     assert st.reads == 2000
+    assert sorted(os.listdir(tmp_path)) == ["dask.sam", "one.sam"]
     client.wait_for_workers(2, timeout=60)
 
 
@@ -100,6 +170,17 @@ def test_worker_without_the_index_is_one_clear_error(tmp_path):
     from pymap import distributed as pd
     with pytest.raises(InputError, match="every worker can read"):
         pd._worker_pipeline("run", REF, AlignOptions(), str(tmp_path / "missing.idx"), False)
+
+
+def test_workers_check_files_and_scratch(tmp_path):
+    from pymap import distributed as pd
+    reads = tmp_path / "r.fq"
+    reads.write_text("@r\nA\n+\nI\n")
+    st = os.stat(reads)
+    (tmp_path / "probe").write_text("token")
+    assert pd._sees([(str(reads), st.st_size, st.st_mtime_ns)], str(tmp_path), "token") == (True, True)
+    assert pd._sees([(str(reads), st.st_size + 1, st.st_mtime_ns)], str(tmp_path), "other") == (False, False)
+    assert pd._sees([(str(tmp_path / "gone.fq"), 1, 1)], str(tmp_path / "gone"), "token") == (False, False)
 
 
 def test_bad_dask_spec_is_a_usage_error(capsys):

@@ -126,3 +126,71 @@ def test_many_small_contigs():
     data = b"".join(b">c%d\nACGTACGT\n" % i for i in range(5000))
     ref = parse_fasta(data)
     assert len(ref) == 5000 and ref.offsets[-1] == 40000
+
+
+def _by_spans(path, size):
+    """The reads of a plain FASTQ file as Dask workers read them: byte ranges of `size` records."""
+    from pymap.reads import fastq_spans, read_span
+    return [read_span(str(path), a, b, final, k * size, str(path))
+            for k, (a, b, final) in enumerate(fastq_spans(str(path), size))]
+
+
+_GOOD = [
+    b"".join(b"@n%d c\nACGTACGTAC\n+\nIIIIIIIIII\n" % i for i in range(50)),
+    b"\n  \n@r1 comment\nACGTN\n+\nIIIII\n@r2\r\nacgtRYA\r\n+r2\r\n!!!!!!!\r\n@r3\n\n+\n\n",
+    b"".join(b"@n%d\r\nACGTA\r\n+\r\nIIIII\r\n" % i for i in range(9)) + b"@last\r\nAC\r\n+\r\nII",
+    b"".join(b"@n%d\nACG\n+\nIII\n" % i for i in range(12)) + b"\n\n",
+    b"".join(b"@n%d\nACG\n+\nIII\n" % i for i in range(13)) + b"@end\nA\n+\nI",
+]
+
+
+@pytest.mark.parametrize("chunk", [13, 64, 8 << 20])
+@pytest.mark.parametrize("data", _GOOD)
+def test_fastq_spans_read_as_read_batches(tmp_path, monkeypatch, data, chunk):
+    """Byte ranges of whole records (CRLF, blank and empty lines, no final newline) hold the reads
+    of read_batches, numbered alike, whatever the block size of the scan."""
+    import pymap.reads as reads
+    p = tmp_path / "r.fq"
+    p.write_bytes(data)
+    whole = _all(_reads(p))
+    monkeypatch.setattr(reads, "SPAN_BYTES", chunk)
+    for size in (1, 3, 4, 7, 1000):
+        batches = _by_spans(p, size)
+        names, seqs, quals = _all(batches)
+        # (a batch of one empty read has no qualities at all: '*' in _all, as in SAM)
+        assert (names, seqs, [q if s else "" for s, q in zip(seqs, quals)]) == whole
+        assert [b.first_index for b in batches] == [k * size for k in range(len(batches))]
+        assert all(len(b) == size for b in batches[:-1])
+
+
+@pytest.mark.parametrize("data", [
+    b"@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nIII\n@r3\nA\n+\nI\n",
+    b"@r1\nACGT\n+\nIIII\n@r2\nAC\n",
+    b"@r1\nACGT\n+\nIIII\n@r2\nAC\n+\n",
+    b"@r1\nACGT\n+\nIIII\nr2\nACGT\n+\nIIII\n",
+    b"@r1\nACGT\n-\nIIII\n@r2\nA\n+\nI\n",
+    b"@r1\nACGT\n+\nIIII\n@r2\nA\n+\n\x01\n",
+])
+def test_fastq_spans_same_errors(tmp_path, data):
+    p = tmp_path / "bad.fq"
+    p.write_bytes(data)
+    with pytest.raises(InputError) as whole:
+        _reads(p)
+    for size in (1, 2, 5):
+        with pytest.raises(InputError) as spans:
+            _by_spans(p, size)
+        assert str(spans.value) == str(whole.value)
+
+
+def test_fastq_spans_only_for_plain_fastq_files(tmp_path):
+    from pymap.reads import fastq_spans
+    fq = b"@r\nACGT\n+\nIIII\n"
+    (tmp_path / "r.fq.gz").write_bytes(gzip.compress(fq))
+    (tmp_path / "r.fa").write_bytes(b">r\nACGT\n")
+    (tmp_path / "e.fq").write_bytes(b"\n")
+    for name in ("r.fq.gz", "r.fa", "e.fq"):
+        assert fastq_spans(str(tmp_path / name), 10) is None
+    assert fastq_spans("-", 10) is None and fastq_spans(str(tmp_path), 10) is None
+    (tmp_path / "bin.fq").write_bytes(b"@r\n\x00\x01")
+    with pytest.raises(InputError, match="binary"):
+        fastq_spans(str(tmp_path / "bin.fq"), 10)
