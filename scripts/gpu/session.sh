@@ -13,6 +13,9 @@ rm -rf /tmp/pkg && mkdir -p /tmp/pkg && cp -r mapper /tmp/pkg/pymap && cp -r fil
   && cp -r kernels /tmp/pkg/pymap/kernels
 export PYTHONPATH=/tmp/site:/tmp/pkg CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PYTHONUNBUFFERED=1
 python3 scripts/gpu/register.py /tmp/site >/dev/null
+# byte-compile what was unpacked, as pip does at install: else every process (each Dask worker too)
+# compiles numba, dask and pymap from source at import, seconds each
+python3 -m compileall -q -j 0 /tmp/site /tmp/pkg >/dev/null
 steps=${*:-tests bench ncu map}
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv | tee "$OUT/gpu.txt"
 echo "cpus: $(nproc)" | tee -a "$OUT/gpu.txt"
@@ -25,7 +28,7 @@ for step in $steps; do
     python3 -m pytest -q -rs tests/test_gatekeeper.py tests/test_sneakysnake.py -k cuda 2>&1 | tail -6 | tee "$OUT/tests.txt" ;;
   gpustages)
     if PYTHONPATH= python3 -c "import pytest" 2>/dev/null; then rm -rf /tmp/site/_pytest /tmp/site/pytest* /tmp/site/py.py /tmp/site/pluggy*; fi
-    python3 -m pytest -q -rs -x tests/test_gpu_stages.py -k gpu 2>&1 | tail -30 | tee "$OUT/gpustages.txt" ;;
+    python3 -m pytest -q -rs -x tests/test_gpu_stages.py -k "${GPUSTAGES_K:-gpu}" 2>&1 | tail -30 | tee "$OUT/gpustages.txt" ;;
   bench)
     python3 scripts/bench_filters.py --pairs 1000000 --tile 8 --threads "$(nproc)" --repeat 5 \
       --json "$OUT/bench.json" > "$OUT/bench.md" 2> "$OUT/bench.log"; cat "$OUT/bench.md" ;;
@@ -67,6 +70,16 @@ for step in $steps; do
     [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
     python3 scripts/bench_gpu_pipeline.py /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t "$(nproc)" --batch-size ${BATCH:-200000} \
       --repeats 2 --workdir /tmp/map --profile ${PROFILE:-0} 2>&1 | grep -v -i warn | tee "$OUT/gpupipe.md" ;;
+  multigpu)
+    # one GPU against all of them, --device gpu, one warm process each
+    mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
+    [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
+    all=$(nvidia-smi --query-gpu=index --format=csv,noheader | paste -sd,)
+    for vis in 0 "$all"; do
+      echo "GPUs $vis"
+      CUDA_VISIBLE_DEVICES=$vis python3 scripts/bench_gpu_pipeline.py /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t "$(nproc)" \
+        --batch-size ${BATCH:-200000} --repeats 2 --devices gpu --workdir /tmp/map 2>&1 | grep -v -i warn | tee -a "$OUT/multigpu.md"
+    done ;;
   dask)
     mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
     python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
