@@ -3,6 +3,7 @@
 numba-cuda 0.30 still calls `np.row_stack`, which NumPy 2.4 removed (it was an alias of
 `np.vstack`); the lent GPU machines ship such a NumPy. Restoring the alias is harmless elsewhere.
 """
+import atexit
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +36,7 @@ def resident(host):
     if hit is not None and hit[0]() is host:
         return hit[1]
     dev = cuda.to_device(np.ascontiguousarray(host))
+    _release_at_exit()
     _RESIDENT[key] = (weakref.ref(host), dev)
     weakref.finalize(host, _RESIDENT.pop, key, None)
     return dev
@@ -49,6 +51,7 @@ def thread_scratch(tag, specs, nt):
     cut from device buffers kept per (tag, GPU) and grown as needed: allocating them per launch
     (up to a GB) cost more than the kernels. Callers hold a lock per tag while they use them."""
     gpu = getattr(cuda.get_current_device(), "id", 0)
+    _release_at_exit()
     bufs = _SCRATCH.setdefault((tag, gpu), [None] * len(specs))
     out = []
     for k, (shape, dtype) in enumerate(specs):
@@ -58,6 +61,37 @@ def thread_scratch(tag, specs, nt):
             bufs[k] = cuda.device_array(size, dtype)
         out.append(bufs[k][:size].reshape(shape))
     return out
+
+
+_AT_EXIT = []
+
+
+def _release_at_exit():
+    if not _AT_EXIT:
+        _AT_EXIT.append(True)
+        atexit.register(release)
+
+
+def release():
+    """Drop the resident copies and scratch buffers, each GPU's in that GPU's context, and leave
+    their memory to the contexts' teardown. Left to the interpreter's exit, the device arrays of
+    two GPUs were freed in the wrong context: a finished two-GPU run ended in a segmentation fault
+    (the GateKeeper driver releases its buffers the same way)."""
+    gpus = {key[1] for key in _RESIDENT} | {key[1] for key in _SCRATCH}
+    for gpu in sorted(gpus):
+        drop = [k for k in _RESIDENT if k[1] == gpu] + [k for k in _SCRATCH if k[1] == gpu]
+        if _simulator():
+            for k in drop:
+                _RESIDENT.pop(k, None)
+                _SCRATCH.pop(k, None)
+            continue
+        with cuda.gpus[gpu]:
+            for k in drop:
+                _RESIDENT.pop(k, None)
+                _SCRATCH.pop(k, None)
+            pending = getattr(cuda.current_context(), "deallocations", None)
+            if pending is not None:
+                pending.clear()
 
 
 def gpu_count():
