@@ -1,6 +1,6 @@
 """Paired-end input: two mate files (R1, R2) or one interleaved file, as pairs of ReadBatch.
 
-`read_mate_batches` builds on `pymap.reads.read_batches` (FASTQ or FASTA, plain or gzip, "-" for
+`read_mate_batches` builds on `pymap.reads.ReadStream` (FASTQ or FASTA, plain or gzip, "-" for
 stdin) and re-chunks what it yields, so the pairing does not depend on where either file's parsed
 chunks end. Mate names are checked per batch with NumPy over the concatenated name bytes; a
 trailing "/1" on read 1 together with "/2" on read 2 is removed from both (the rest must agree),
@@ -12,12 +12,9 @@ import numpy as np
 from pymap.batch import ReadBatch
 from pymap.errors import InputError
 from pymap.kernels.text import gather_ranges
-from pymap.reads import empty_batch, read_batches
+from pymap.reads import ReadStream, batch_slice, empty_batch
 
 IDENTITY = np.arange(256, dtype=np.uint8)
-#: read_batches is asked for whole parsed chunks: pairs are cut out of them as views, and only a
-#: pair batch that straddles two chunks is copied
-_PIECE = 1 << 40
 _SLASH, _ONE, _TWO = ord("/"), ord("1"), ord("2")
 
 
@@ -46,7 +43,7 @@ def _label(path):
 
 
 def _two_files(path1, path2, size):
-    one, two = _Stream(path1), _Stream(path2)
+    one, two = ReadStream(path1), ReadStream(path2)
     done = 0  # pairs yielded so far
     while True:
         r1, r2 = mates_of(one.take(size), two.take(size), done, path1, path2)
@@ -62,7 +59,7 @@ def mates_of(r1, r2, done, path1, path2):
     m1, m2 = len(r1), len(r2)
     n = min(m1, m2)
     if m1 != m2:  # one file has ended: its mates in the other are checked first
-        r1, r2 = _slice(r1, 0, n), _slice(r2, 0, n)
+        r1, r2 = batch_slice(r1, 0, n), batch_slice(r2, 0, n)
     bad, r1, r2 = _pair_names(r1, r2)
     if bad >= 0:
         raise InputError(f"read {done + bad + 1:,}: names differ: '{r1.name(bad)}' in {_label(path1)}, "
@@ -75,7 +72,7 @@ def mates_of(r1, r2, done, path1, path2):
 
 
 def _interleaved(path, size):
-    stream = _Stream(path)
+    stream = ReadStream(path)
     done = 0  # pairs yielded so far
     while True:
         r1, r2 = interleaved_mates(stream.take(2 * size), done, path)
@@ -102,71 +99,6 @@ def interleaved_mates(recs, done, path):
                          f"record {2 * (done + n) + 1:,} '{recs.name(m - 1)}', has no mate")
     r1s.first_index = r2s.first_index = done
     return r1s, r2s
-
-
-class _Stream:
-    """The reads of one file, handed out n at a time whatever the parsed chunks' sizes."""
-
-    def __init__(self, path):
-        self._batches = read_batches(path, batch_size=_PIECE)
-        self._pieces = []   # parsed reads not handed out yet, in order
-        self._held = 0
-        self._done = False
-
-    def take(self, n):
-        """The next n reads (fewer only at the end of the file) as one ReadBatch."""
-        while self._held < n and not self._done:
-            b = next(self._batches, None)
-            if b is None:
-                self._done = True
-            elif len(b):
-                self._pieces.append(b)
-                self._held += len(b)
-        out, got = [], 0
-        while got < n and self._pieces:
-            p = self._pieces[0]
-            k = min(len(p), n - got)
-            if k == len(p):
-                out.append(p)
-                self._pieces.pop(0)
-            else:
-                out.append(_slice(p, 0, k))
-                self._pieces[0] = _slice(p, k, len(p))
-            got += k
-        self._held -= got
-        return _concat(out)
-
-
-def _slice(batch, a, b):
-    """Reads a..b-1 of a batch, as views."""
-    if a == 0 and b == len(batch):
-        return batch
-    oa, ob = batch.offsets[a], batch.offsets[b]
-    na, nb = batch.name_offsets[a], batch.name_offsets[b]
-    return ReadBatch(codes=batch.codes[oa:ob], offsets=batch.offsets[a:b + 1] - oa,
-                     names=batch.names[na:nb], name_offsets=batch.name_offsets[a:b + 1] - na,
-                     quals=batch.quals[oa:ob] if batch.quals.size else batch.quals,
-                     first_index=batch.first_index + a)
-
-
-def _cat_offsets(parts):
-    shift = np.cumsum([0] + [int(o[-1] - o[0]) for o in parts])
-    return np.concatenate([o[:-1] - o[0] + s for o, s in zip(parts, shift)] + [shift[-1:]]).astype(np.int64)
-
-
-def _concat(parts):
-    """One batch of the reads of several, in order."""
-    if not parts:
-        return empty_batch()
-    if len(parts) == 1:
-        return parts[0]
-    quals = [p.quals for p in parts]
-    return ReadBatch(codes=np.concatenate([p.codes for p in parts]),
-                     offsets=_cat_offsets([p.offsets for p in parts]),
-                     names=np.concatenate([p.names for p in parts]),
-                     name_offsets=_cat_offsets([p.name_offsets for p in parts]),
-                     quals=np.concatenate(quals) if any(q.size for q in quals) else quals[0],
-                     first_index=parts[0].first_index)
 
 
 def _take(batch, index):

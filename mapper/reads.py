@@ -54,7 +54,19 @@ def _chunks(path):
 
 
 def read_batches(path, batch_size=20000):
-    """Yield ReadBatch objects of up to batch_size reads; InputError on malformed input."""
+    """Yield ReadBatch objects of batch_size reads (the last one fewer), whatever the size of the
+    pieces the input is read in; InputError on malformed input."""
+    stream = ReadStream(path)
+    while True:
+        batch = stream.take(batch_size)
+        if not len(batch):
+            return
+        yield batch
+
+
+def parsed_pieces(path):
+    """The reads of each piece of the input as it is read (CHUNK_BYTES at a time), one ReadBatch
+    each (never empty); InputError on malformed input."""
     source = str(path)
     first_index = 0
     pending = b""
@@ -71,17 +83,16 @@ def read_batches(path, batch_size=20000):
             batches, pending = _parse_fastq(buf, source, first_index, final=False)
         else:
             batches, pending = _parse_fasta(buf, source, first_index, final=False)
-        for b in _split(batches, batch_size):
-            first_index += len(b)
-            yield b
+        if batches is not None and len(batches):
+            first_index += len(batches)
+            yield batches
     if fmt is None:
         return  # empty input: no reads
     if pending.strip():
         parse = _parse_fastq if fmt == "fastq" else _parse_fasta
         batches, rest = parse(pending, source, first_index, final=True)
-        for b in _split(batches, batch_size):
-            first_index += len(b)
-            yield b
+        if batches is not None and len(batches):
+            yield batches
 
 
 def fastq_spans(path, records):
@@ -155,21 +166,70 @@ def _sniff(data, source):
     raise InputError(f"{source}: not a FASTQ/FASTA file (first character {data[:1]!r})")
 
 
-def _split(batch, size):
-    if batch is None:
-        return
-    n = len(batch)
-    for a in range(0, n, size):
-        b = min(n, a + size)
-        if a == 0 and b == n:
-            yield batch
-            continue
-        oa, ob = batch.offsets[a], batch.offsets[b]
-        na, nb = batch.name_offsets[a], batch.name_offsets[b]
-        yield ReadBatch(codes=batch.codes[oa:ob], offsets=batch.offsets[a:b + 1] - oa,
-                        names=batch.names[na:nb], name_offsets=batch.name_offsets[a:b + 1] - na,
-                        quals=batch.quals[oa:ob] if batch.quals.size else batch.quals,
-                        first_index=batch.first_index + a)
+class ReadStream:
+    """The reads of one file, handed out n at a time whatever the sizes of the parsed pieces: a
+    batch within one piece is a view of it, only one that straddles two pieces is copied."""
+
+    def __init__(self, path):
+        self._batches = parsed_pieces(path)
+        self._pieces = []   # parsed reads not handed out yet, in order
+        self._held = 0
+        self._done = False
+
+    def take(self, n):
+        """The next n reads (fewer only at the end of the file) as one ReadBatch."""
+        while self._held < n and not self._done:
+            b = next(self._batches, None)
+            if b is None:
+                self._done = True
+            elif len(b):
+                self._pieces.append(b)
+                self._held += len(b)
+        out, got = [], 0
+        while got < n and self._pieces:
+            p = self._pieces[0]
+            k = min(len(p), n - got)
+            if k == len(p):
+                out.append(p)
+                self._pieces.pop(0)
+            else:
+                out.append(batch_slice(p, 0, k))
+                self._pieces[0] = batch_slice(p, k, len(p))
+            got += k
+        self._held -= got
+        return concat_batches(out)
+
+
+def batch_slice(batch, a, b):
+    """Reads a..b-1 of a batch, as views."""
+    if a == 0 and b == len(batch):
+        return batch
+    oa, ob = batch.offsets[a], batch.offsets[b]
+    na, nb = batch.name_offsets[a], batch.name_offsets[b]
+    return ReadBatch(codes=batch.codes[oa:ob], offsets=batch.offsets[a:b + 1] - oa,
+                     names=batch.names[na:nb], name_offsets=batch.name_offsets[a:b + 1] - na,
+                     quals=batch.quals[oa:ob] if batch.quals.size else batch.quals,
+                     first_index=batch.first_index + a)
+
+
+def _cat_offsets(parts):
+    shift = np.cumsum([0] + [int(o[-1] - o[0]) for o in parts])
+    return np.concatenate([o[:-1] - o[0] + s for o, s in zip(parts, shift)] + [shift[-1:]]).astype(np.int64)
+
+
+def concat_batches(parts):
+    """One batch of the reads of several, in order."""
+    if not parts:
+        return empty_batch()
+    if len(parts) == 1:
+        return parts[0]
+    quals = [p.quals for p in parts]
+    return ReadBatch(codes=np.concatenate([p.codes for p in parts]),
+                     offsets=_cat_offsets([p.offsets for p in parts]),
+                     names=np.concatenate([p.names for p in parts]),
+                     name_offsets=_cat_offsets([p.name_offsets for p in parts]),
+                     quals=np.concatenate(quals) if any(q.size for q in quals) else quals[0],
+                     first_index=parts[0].first_index)
 
 
 def _lines(arr):

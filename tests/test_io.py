@@ -50,6 +50,28 @@ def test_fastq_gzip_and_batches_identical(tmp_path):
     assert firsts == [0, 1000, 2000]
 
 
+@pytest.mark.parametrize("fmt", ["fastq", "fasta"])
+def test_batches_are_full_whatever_the_pieces(tmp_path, monkeypatch, fmt):
+    """Batches hold batch_size reads (the last fewer) when the input is read in pieces smaller than
+    a batch, larger, or of the same size; their reads and first_index follow the input."""
+    import pymap.reads as reads
+    if fmt == "fastq":
+        data = b"".join(b"@n%d\nACGT%s\n+\n%s\n" % (i, b"A" * (i % 7), b"I" * (4 + i % 7)) for i in range(500))
+    else:
+        data = b"".join(b">n%d\nACGT%s\n" % (i, b"C" * (i % 5)) for i in range(500))
+    p = tmp_path / f"r.{fmt}"
+    p.write_bytes(data)
+    whole = _all(_reads(p, batch_size=10 ** 6))
+    for chunk in (97, 1000, 4096, 1 << 20):
+        monkeypatch.setattr(reads, "CHUNK_BYTES", chunk)
+        for size in (1, 64, 333, 500, 501):
+            batches = _reads(p, batch_size=size)
+            assert [len(b) for b in batches[:-1]] == [size] * (len(batches) - 1)
+            assert 0 < len(batches[-1]) <= size
+            assert [b.first_index for b in batches] == list(range(0, 500, size))
+            assert _all(batches) == whole
+
+
 def test_fastq_chunk_boundaries(tmp_path, monkeypatch):
     import pymap.reads as reads
     monkeypatch.setattr(reads, "CHUNK_BYTES", 13)

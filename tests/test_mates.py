@@ -175,8 +175,8 @@ def test_batch_sizes_give_the_same_pairs(tmp_path, interleaved):
 
 
 def _cuts(path):
-    """Where read_batches' parsed chunks end (in reads), for whole chunks."""
-    ends = np.cumsum([len(b) for b in reads.read_batches(path, batch_size=1 << 40)])
+    """Where the parsed pieces of the input end (in reads)."""
+    ends = np.cumsum([len(b) for b in reads.parsed_pieces(path)])
     return set(ends[:-1].tolist())
 
 
