@@ -6,6 +6,7 @@ import numpy as np
 from numba import njit
 
 from pymap.kernels.select import MAPQ_MAX, mix64
+from pymap.kernels.threads import range_bounds, run_ranges
 
 
 @njit(cache=True, nogil=True)
@@ -33,7 +34,6 @@ def _pair_score(i, j, h_strand, h_start, h_end, h_ctg, h_score, keep, mean, std,
     return np.int64(h_score[i]) + np.int64(h_score[j]) - insert_penalty(ins, mean, std, match)
 
 
-@njit(cache=True, nogil=True)
 def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, n_pairs, mean, std, low, high,
               match, unit, unpaired_penalty, global_first, seed):
     """Hits sorted by read (read 2p is mate 1 of pair p, 2p + 1 mate 2). Per pair: the chosen hit of
@@ -42,7 +42,20 @@ def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, 
     second-best pair, where a mate's shadow (the same locus aligned at another start: a tandem
     repeat, which the partner cannot resolve) makes a pair that much worse. Returns (pick1, pick2,
     pair_mapq): pick -1 where the pair is not placed as a proper pair (the mates keep their own
-    primaries)."""
+    primaries). Threads over ranges of pairs."""
+    first = _first_hits(h_read, n_pairs)
+    pick1 = np.full(n_pairs, -1, np.int64)
+    pick2 = np.full(n_pairs, -1, np.int64)
+    pair_mapq = np.zeros(n_pairs, np.int64)
+    run_ranges(_pair_range, range_bounds(n_pairs, 1024), first, h_strand, h_start, h_end, h_ctg, h_score,
+               h_shadow, keep, mean, std, low, high, match, unit, unpaired_penalty, global_first, seed,
+               pick1, pick2, pair_mapq)
+    return pick1, pick2, pair_mapq
+
+
+@njit(cache=True, nogil=True)
+def _first_hits(h_read, n_pairs):
+    """first[r]: the first hit of read r (hits sorted by read; nh when it has none and none follow)."""
     nh = h_read.shape[0]
     first = np.empty(2 * n_pairs + 1, np.int64)
     for r in range(2 * n_pairs + 1):
@@ -52,11 +65,16 @@ def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, 
     for r in range(2 * n_pairs - 1, -1, -1):
         if first[r] > first[r + 1]:
             first[r] = first[r + 1]
-    pick1 = np.full(n_pairs, -1, np.int64)
-    pick2 = np.full(n_pairs, -1, np.int64)
-    pair_mapq = np.zeros(n_pairs, np.int64)
+    return first
+
+
+@njit(cache=True, nogil=True)
+def _pair_range(p0, p1, first, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, mean, std, low, high,
+                match, unit, unpaired_penalty, global_first, seed, pick1, pick2, pair_mapq):
+    """pair_hits for pairs p0..p1-1. A pair's score is at most its two hits' scores (the insert
+    penalty is >= 0), so the penalty is computed only for pairs that can still matter."""
     neg = np.iinfo(np.int64).min
-    for p in range(n_pairs):
+    for p in range(p0, p1):
         a0, a1 = first[2 * p], first[2 * p + 1]
         b0, b1 = first[2 * p + 1], first[2 * p + 2]
         best1 = neg
@@ -74,6 +92,8 @@ def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, 
         n_best = 0
         for i in range(a0, a1):
             for j in range(b0, b1):
+                if np.int64(h_score[i]) + np.int64(h_score[j]) < second:
+                    continue
                 s = _pair_score(i, j, h_strand, h_start, h_end, h_ctg, h_score, keep, mean, std, low, high,
                                 match)
                 if s == neg:
@@ -97,6 +117,8 @@ def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, 
             if pick1[p] >= 0:
                 break
             for j in range(b0, b1):
+                if np.int64(h_score[i]) + np.int64(h_score[j]) < best:
+                    continue
                 s = _pair_score(i, j, h_strand, h_start, h_end, h_ctg, h_score, keep, mean, std, low, high,
                                 match)
                 if s == best:
@@ -113,4 +135,3 @@ def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, 
         else:
             q = (13 * (best - second)) // unit - 7
         pair_mapq[p] = min(max(q, 0), MAPQ_MAX)
-    return pick1, pick2, pair_mapq
