@@ -99,12 +99,14 @@ def mix_value(x, m):
 # ------------------------------------------------------------------------------------ minimizers
 
 @njit(cache=True, nogil=True)
-def scan_minimizers(codes, a, b, m, w, rule, order, ring, oring, out_key, out_occ, cursor, pshift, fill):
+def scan_minimizers(codes, a, b, m, w, rule, order, ring, oring, out_key, out_occ, cursor, pshift, fill,
+                    pos_bits):
     """The minimizer occurrences (module doc) of codes[a:b] as one sequence, in position order, routed by
     partition: an occurrence of table key kv = mix(v) belongs to partition kv >> pshift (pshift = 2m: one
     partition). Without fill, cursor[part] counts them; with fill, the occurrence goes to index
     cursor[part] (then incremented): the key to out_key, (position << 1 | orientation) to out_occ
-    (positions global, i.e. indexes into codes). ring, oring: int64 scratch of ring_size(w)."""
+    (positions global, i.e. indexes into codes); with pos_bits >= 0 both go to out_key as one value,
+    (the key's bits below pshift) << pos_bits | occurrence. ring, oring: int64 scratch of ring_size(w)."""
     mask = (np.int64(1) << (2 * m)) - 1
     shift = 2 * (m - 1)
     inf = np.int64(1) << (2 * m)
@@ -145,21 +147,25 @@ def scan_minimizers(codes, a, b, m, w, rule, order, ring, oring, out_key, out_oc
                     part = kv >> pshift
                     if fill:
                         x = cursor[part]
-                        out_key[x] = kv
-                        out_occ[x] = (np.int64(t) << 1) | oring[t & cm]
+                        o = (np.int64(t) << 1) | oring[t & cm]
+                        if pos_bits >= 0:
+                            out_key[x] = ((kv & ((np.int64(1) << pshift) - 1)) << pos_bits) | o
+                        else:
+                            out_key[x] = kv
+                            out_occ[x] = o
                     cursor[part] += 1
             last = cur_p
 
 
 @njit(cache=True, nogil=True)
-def _scan_pieces(p0, p1, codes, pa, pb, m, w, rule, order, cursors, pshift, out_key, out_occ, fill):
+def _scan_pieces(p0, p1, codes, pa, pb, m, w, rule, order, cursors, pshift, out_key, out_occ, fill, pos_bits):
     """scan_minimizers of pieces p0..p1-1, piece p with the cursor row cursors[p]."""
     cap = ring_size(w)
     ring = np.empty(cap, np.int64)
     oring = np.empty(cap, np.int64)
     for p in range(p0, p1):
         scan_minimizers(codes, pa[p], pb[p], m, w, rule, order, ring, oring, out_key, out_occ, cursors[p],
-                        pshift, fill)
+                        pshift, fill, pos_bits)
 
 
 @njit(cache=True, nogil=True)
@@ -193,12 +199,13 @@ def pieces(offsets, k, piece=PIECE):
     return pa, pb
 
 
-def partitioned_occurrences(codes, offsets, m, w, rule, order, pbits, piece=PIECE, odtype=np.int64):
+def partitioned_occurrences(codes, offsets, m, w, rule, order, pbits, piece=PIECE, odtype=np.int64, pos_bits=-1):
     """(keys int64, occ odtype, bounds int64[2^pbits + 1]) of every minimizer occurrence, grouped by
     partition (the top pbits bits of the key: partition t is [bounds[t], bounds[t + 1])), within a
     partition in piece order, each piece's in position order. The pieces' overlaps may repeat an
     occurrence (_keep_increasing drops them). On threads over pieces, two passes (count, fill): the
-    arrays are written in place, 8 + odtype's bytes an occurrence."""
+    arrays are written in place, 8 + odtype's bytes an occurrence. With pos_bits >= 0: (packed int64,
+    None, bounds), key and occurrence in one value (scan_minimizers), 8 bytes an occurrence."""
     codes = np.ascontiguousarray(codes, np.uint8)
     pa, pb = pieces(offsets, w + m - 1, piece)
     npcs = pa.shape[0]
@@ -209,7 +216,7 @@ def partitioned_occurrences(codes, offsets, m, w, rule, order, pbits, piece=PIEC
     dummy_o = np.empty(0, odtype)
     bounds_p = range_bounds(npcs, 1)
     run_ranges(_scan_pieces, bounds_p, codes, pa, pb, m, w, rule, order, counts, pshift, dummy_k, dummy_o,
-               False)
+               False, pos_bits)
     per_part = counts.sum(axis=0)
     bounds = np.zeros(nparts + 1, np.int64)
     np.cumsum(per_part, out=bounds[1:])
@@ -217,9 +224,10 @@ def partitioned_occurrences(codes, offsets, m, w, rule, order, pbits, piece=PIEC
     del counts
     total = int(bounds[-1])
     keys = np.empty(total, np.int64)
-    occ = np.empty(total, odtype)
-    run_ranges(_scan_pieces, bounds_p, codes, pa, pb, m, w, rule, order, cursors, pshift, keys, occ, True)
-    return keys, occ, bounds
+    occ = np.empty(total if pos_bits < 0 else 0, odtype)
+    run_ranges(_scan_pieces, bounds_p, codes, pa, pb, m, w, rule, order, cursors, pshift, keys, occ, True,
+               pos_bits)
+    return keys, (occ if pos_bits < 0 else None), bounds
 
 
 def minimizer_occurrences(codes, offsets, m, w, rule, order, piece=PIECE):
@@ -276,17 +284,26 @@ def _fill(counts, occ, max_occ, flag, j0, val, multi):
     return j
 
 
-def build(codes, offsets, m, w, rule, order, max_occ, piece=PIECE, wide=False):
+def build(codes, offsets, m, w, rule, order, max_occ, piece=PIECE, wide=False, packed=None):
     """The table arrays (module doc) of a reference (codes uint8 0..3, 4 = N; offsets int64[n + 1]).
     val and multi are uint32 when every value fits in 31 bits (genomes under 1 Gbp), else (or with
-    wide) uint64. Memory: 8 + 4 bytes a minimizer occurrence (16 with uint64) while the occurrences are
-    sorted partition by partition, plus the table."""
+    wide) uint64. The occurrences are collected packed, the key bits below the partition's and the
+    occurrence in one int64 (8 bytes an occurrence), when they fit in 63 bits (packed None: whenever
+    they do; positions up to 2^32 at m = 17), else as two arrays (8 + 4 bytes, 16 with uint64); then
+    sorted partition by partition. Peak: that, plus the table and the reference. Same arrays either way."""
     genome = int(codes.shape[0])
     vdtype = np.uint32 if 2 * genome + 1 < (1 << 31) and not wide else np.uint64
     b = bucket_bits(genome, m, w)
     pbits = min(PART_BITS, b)
     low_bits = 2 * m - b
-    keys, occ, pbounds = partitioned_occurrences(codes, offsets, m, w, rule, order, pbits, piece, vdtype)
+    pos_bits = int(2 * genome + 1).bit_length()         # bits of position << 1 | orientation
+    fits = 2 * m - pbits + pos_bits <= 63
+    if packed and not fits:
+        raise ValueError(f"occurrences of a {genome}-base genome at m = {m} do not fit 63 bits")
+    packed = fits if packed is None else bool(packed)
+    keys, occ, pbounds = partitioned_occurrences(codes, offsets, m, w, rule, order, pbits, piece, vdtype,
+                                                 pos_bits if packed else -1)
+    pshift = 2 * m - pbits
     flag = flag_of(vdtype)
     kdtype = np.uint16 if low_bits <= 16 else (np.uint32 if low_bits <= 32 else np.uint64)
     sub = 1 << (b - pbits)                               # buckets a partition
@@ -294,16 +311,25 @@ def build(codes, offsets, m, w, rule, order, max_occ, piece=PIECE, wide=False):
     j0 = 0
     for t in range(1 << pbits):
         lo, hi = int(pbounds[t]), int(pbounds[t + 1])
-        k = keys[lo:hi]
-        o = occ[lo:hi]
-        srt = np.argsort(k, kind="stable")               # a key's occurrences stay in emission order
-        k = k[srt]
-        o = o[srt]
-        del srt
-        keep = np.empty(k.shape[0], np.bool_)
-        if _keep_increasing(k, o, keep) < k.shape[0]:
-            k, o = k[keep], o[keep]
-        del keep
+        if packed:
+            x = keys[lo:hi]
+            x.sort()                                     # by key, then position: in place
+            if x.shape[0] > 1 and np.any(x[1:] == x[:-1]):
+                x = x[np.append(True, x[1:] != x[:-1])]  # the repeats of the pieces' overlaps
+            k = (x >> pos_bits) | (np.int64(t) << pshift)
+            o = (x & ((np.int64(1) << pos_bits) - 1)).astype(vdtype)
+            del x
+        else:
+            k = keys[lo:hi]
+            o = occ[lo:hi]
+            srt = np.argsort(k, kind="stable")           # a key's occurrences stay in emission order
+            k = k[srt]
+            o = o[srt]
+            del srt
+            keep = np.empty(k.shape[0], np.bool_)
+            if _keep_increasing(k, o, keep) < k.shape[0]:
+                k, o = k[keep], o[keep]
+            del keep
         n = k.shape[0]
         new = np.ones(n, np.bool_)
         new[1:] = k[1:] != k[:-1]
@@ -475,7 +501,7 @@ def query_reads(r0, r1, codes, offsets, max_edits, m, w, rule, order, low_bits, 
         mk = _grow1(mk, L)
         mo = _grow1(mo, L)
         cursor[0] = 0
-        scan_minimizers(codes, a, b, m, w, rule, order, ring, oring, mk, mo, cursor, 2 * m, True)
+        scan_minimizers(codes, a, b, m, w, rule, order, ring, oring, mk, mo, cursor, 2 * m, True, -1)
         ns = cursor[0]
         n_seeds[r] = ns
         if ns == 0:

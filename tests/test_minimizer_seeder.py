@@ -194,6 +194,14 @@ def test_index_content_matches_python(small_ref, m, w, rule, order, max_occ):
     b = K.build(small_ref.codes, small_ref.offsets, m, w, RULES[rule], K.ORDERS[order], max_occ, piece=37)
     for name in a:
         assert np.array_equal(a[name], b[name]) and a[name].dtype == b[name].dtype
+    # occurrences collected packed (key bits and occurrence in one int64) or as two arrays: one table
+    for piece in (37, K.PIECE):
+        two = K.build(small_ref.codes, small_ref.offsets, m, w, RULES[rule], K.ORDERS[order], max_occ,
+                      piece=piece, packed=False)
+        one = K.build(small_ref.codes, small_ref.offsets, m, w, RULES[rule], K.ORDERS[order], max_occ,
+                      piece=piece, packed=True)
+        for name in a:
+            assert np.array_equal(a[name], one[name]) and np.array_equal(a[name], two[name])
     # 64-bit values (genomes over 1 Gbp): the same content
     wide = K.build(small_ref.codes, small_ref.offsets, m, w, RULES[rule], K.ORDERS[order], max_occ, wide=True)
     assert wide["val"].dtype == np.uint64 and decode_table(wide, m, max_occ) == (want_kept, want_over)
