@@ -33,8 +33,11 @@ a record's occurrences are ascending.
 |---|---|---|
 | ``bucket`` | uint32/64[2^b + 1] | keys of bucket t are ``keys[bucket[t]:bucket[t + 1]]`` |
 | ``keys`` | uint16/32/64[K] | the low 2m - b bits of each distinct key, ascending within its bucket |
-| ``val`` | uint32/64[K] | one occurrence (flag bit clear), or flag \| index of the key's record in multi |
-| ``multi`` | uint32/64[M] | records of keys seen c >= 2 times: c, then c occurrences (none if c > max_occ) |
+| ``val`` | uint32[K] | one occurrence (flag bit clear), or flag \| index of the key's record in multi |
+| ``multi`` | uint32[M] | records of keys seen c >= 2 times: c, then c occurrences (none if c > max_occ) |
+| ``val_hi``, ``multi_hi`` | uint8[K], uint8[M] or empty | bits 32-39 of each value, for genomes whose values need more than 31 bits (over 1 Gbp): 40-bit values, 5 bytes each; empty otherwise |
+
+The flag is bit 31 of a value, bit 39 with the _hi arrays (value_at reads a value either way).
 
 A key with more than ``max_occ`` occurrences is *masked*: its occurrences are not stored but its count
 is, so a query knows that a read's minimizer hit an over-represented repeat rather than nothing. The
@@ -257,13 +260,34 @@ def bucket_bits(genome_len, m, w):
     return int(min(max(b, 0), 2 * m, 30))
 
 
-def flag_of(dtype):
-    """The flag bit of val as an int64 (uint64's top bit is int64's sign bit)."""
-    return np.int64(1 << 31) if np.dtype(dtype) == np.uint32 else np.int64(-(1 << 63))
+def wide_values(arrays):
+    """True when the table's values are 40 bits (val_hi, multi_hi hold their bits 32-39)."""
+    return arrays["val_hi"].shape[0] > 0 or arrays["multi_hi"].shape[0] > 0
+
+
+def flag_of(wide):
+    """The flag bit of a value (module doc) as an int64, for 40-bit values (wide) or 32-bit ones."""
+    return np.int64(1 << 39) if wide else np.int64(1 << 31)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def value_at(lo, hi, i):
+    """Value i of a table array: lo[i], with bits 32-39 from hi[i] when hi is not empty."""
+    v = np.int64(lo[i])
+    if hi.shape[0] != 0:
+        v |= np.int64(hi[i]) << 32
+    return v
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put(lo, hi, i, v):
+    lo[i] = np.uint32(v & 0xFFFFFFFF)
+    if hi.shape[0] != 0:
+        hi[i] = np.uint8(v >> 32)
 
 
 @njit(cache=True, nogil=True)
-def _fill(counts, occ, max_occ, flag, j0, val, multi):
+def _fill(counts, occ, max_occ, flag, j0, val, val_hi, multi, multi_hi):
     """val and multi (module doc) of one partition from the occurrence counts of its keys (in key order)
     and their occurrences (sorted by key, then position); records are numbered from j0."""
     e = 0
@@ -271,14 +295,14 @@ def _fill(counts, occ, max_occ, flag, j0, val, multi):
     for i in range(counts.shape[0]):
         c = counts[i]
         if c == 1:
-            val[i] = occ[e]
+            _put(val, val_hi, i, np.int64(occ[e]))
         else:
-            val[i] = flag | (j0 + j)
-            multi[j] = c
+            _put(val, val_hi, i, flag | (j0 + j))
+            _put(multi, multi_hi, j, np.int64(c))
             j += 1
             if c <= max_occ:
                 for t in range(c):
-                    multi[j] = occ[e + t]
+                    _put(multi, multi_hi, j, np.int64(occ[e + t]))
                     j += 1
         e += c
     return j
@@ -286,13 +310,14 @@ def _fill(counts, occ, max_occ, flag, j0, val, multi):
 
 def build(codes, offsets, m, w, rule, order, max_occ, piece=PIECE, wide=False, packed=None):
     """The table arrays (module doc) of a reference (codes uint8 0..3, 4 = N; offsets int64[n + 1]).
-    val and multi are uint32 when every value fits in 31 bits (genomes under 1 Gbp), else (or with
-    wide) uint64. The occurrences are collected packed, the key bits below the partition's and the
+    Values are 32 bits when every value fits in 31 (genomes under 1 Gbp), else (or with wide) 40
+    (val_hi, multi_hi). The occurrences are collected packed, the key bits below the partition's and the
     occurrence in one int64 (8 bytes an occurrence), when they fit in 63 bits (packed None: whenever
     they do; positions up to 2^32 at m = 17), else as two arrays (8 + 4 bytes, 16 with uint64); then
     sorted partition by partition. Peak: that, plus the table and the reference. Same arrays either way."""
     genome = int(codes.shape[0])
-    vdtype = np.uint32 if 2 * genome + 1 < (1 << 31) and not wide else np.uint64
+    wide = wide or 2 * genome + 1 >= (1 << 31)
+    vdtype = np.int64 if wide else np.uint32           # the occurrences while they are sorted
     b = bucket_bits(genome, m, w)
     pbits = min(PART_BITS, b)
     low_bits = 2 * m - b
@@ -304,10 +329,10 @@ def build(codes, offsets, m, w, rule, order, max_occ, piece=PIECE, wide=False, p
     keys, occ, pbounds = partitioned_occurrences(codes, offsets, m, w, rule, order, pbits, piece, vdtype,
                                                  pos_bits if packed else -1)
     pshift = 2 * m - pbits
-    flag = flag_of(vdtype)
+    flag = flag_of(wide)
     kdtype = np.uint16 if low_bits <= 16 else (np.uint32 if low_bits <= 32 else np.uint64)
     sub = 1 << (b - pbits)                               # buckets a partition
-    out_keys, out_val, out_multi, out_bcount = [], [], [], []
+    out_keys, out_val, out_val_hi, out_multi, out_multi_hi, out_bcount = [], [], [], [], [], []
     j0 = 0
     for t in range(1 << pbits):
         lo, hi = int(pbounds[t]), int(pbounds[t + 1])
@@ -339,14 +364,18 @@ def build(codes, offsets, m, w, rule, order, max_occ, piece=PIECE, wide=False, p
         del k, new, first
         multi_keys = counts >= 2
         msize = int(np.count_nonzero(multi_keys)) + int(counts[multi_keys & (counts <= max_occ)].sum())
-        val = np.empty(ukeys.shape[0], vdtype)
-        multi = np.empty(msize, vdtype)
-        _fill(counts, o, max_occ, flag, j0, val, multi)
+        val = np.empty(ukeys.shape[0], np.uint32)
+        val_hi = np.empty(ukeys.shape[0] if wide else 0, np.uint8)
+        multi = np.empty(msize, np.uint32)
+        multi_hi = np.empty(msize if wide else 0, np.uint8)
+        _fill(counts, o, max_occ, flag, j0, val, val_hi, multi, multi_hi)
         j0 += msize
         out_bcount.append(np.bincount((ukeys >> low_bits) - t * sub, minlength=sub))
         out_keys.append((ukeys & ((np.int64(1) << low_bits) - 1)).astype(kdtype))
         out_val.append(val)
+        out_val_hi.append(val_hi)
         out_multi.append(multi)
+        out_multi_hi.append(multi_hi)
         del o, ukeys, counts
     del keys, occ
     bcount = np.concatenate(out_bcount)
@@ -354,11 +383,12 @@ def build(codes, offsets, m, w, rule, order, max_occ, piece=PIECE, wide=False, p
     bucket = np.zeros(bcount.shape[0] + 1, np.uint32 if nk < (1 << 32) else np.uint64)
     np.cumsum(bcount, out=bucket[1:])
     return {"bucket": bucket, "keys": np.concatenate(out_keys), "val": np.concatenate(out_val),
-            "multi": np.concatenate(out_multi)}
+            "val_hi": np.concatenate(out_val_hi), "multi": np.concatenate(out_multi),
+            "multi_hi": np.concatenate(out_multi_hi)}
 
 
 @njit(cache=True, nogil=True)
-def table_consistent(bucket, keys, val, multi, flag, max_occ, genome, low_bits):
+def table_consistent(bucket, keys, val, val_hi, multi, multi_hi, flag, max_occ, genome, low_bits):
     """True when the arrays can be queried without reading outside them: bucket ascending from 0 to
     len(keys), keys below 2^low_bits and ascending within each bucket, every single occurrence and every
     stored occurrence inside the genome, and the records of val tiling multi in key order (each a count
@@ -366,6 +396,9 @@ def table_consistent(bucket, keys, val, multi, flag, max_occ, genome, low_bits):
     K = keys.shape[0]
     M = multi.shape[0]
     if val.shape[0] != K or np.int64(bucket[0]) != 0 or np.int64(bucket[bucket.shape[0] - 1]) != K:
+        return False
+    wide = val_hi.shape[0] != 0 or multi_hi.shape[0] != 0
+    if wide and (val_hi.shape[0] != K or multi_hi.shape[0] != M):
         return False
     lim = np.uint64(1) << np.uint64(low_bits) if low_bits < 64 else np.uint64(0)
     for t in range(bucket.shape[0] - 1):
@@ -381,14 +414,14 @@ def table_consistent(bucket, keys, val, multi, flag, max_occ, genome, low_bits):
                 return False
     j = np.int64(0)
     for i in range(K):
-        v = np.int64(val[i])
+        v = value_at(val, val_hi, i)
         if (v & flag) == 0:
             if (v >> 1) >= genome or v < 0:
                 return False
             continue
         if (v & ~flag) != j or j >= M:
             return False
-        c = np.int64(multi[j])
+        c = value_at(multi, multi_hi, j)
         if c < 2:
             return False
         j += 1
@@ -396,7 +429,7 @@ def table_consistent(bucket, keys, val, multi, flag, max_occ, genome, low_bits):
             if j + c > M:
                 return False
             for t in range(j, j + c):
-                if (np.int64(multi[t]) >> 1) >= genome or np.int64(multi[t]) < 0:
+                if (value_at(multi, multi_hi, t) >> 1) >= genome:
                     return False
             j += c
     return j == M
@@ -424,34 +457,34 @@ def find_key(bucket, keys, key, low_bits):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def key_range(val, multi, i, flag, max_occ):
-    """(first, end, count) of key index i: its occurrences are occ_at(val, multi, i, t) for t in
-    [first, end) (first == -1: the single one in val[i]); count: all its occurrences, masked or not."""
-    v = np.int64(val[i])
+def key_range(val, val_hi, multi, multi_hi, i, flag, max_occ):
+    """(first, end, count) of key index i: its occurrences are the values of multi in [first, end)
+    (first == -1: the single one in val[i]); count: all its occurrences, masked or not."""
+    v = value_at(val, val_hi, i)
     if (v & flag) == 0:
         return np.int64(-1), np.int64(0), np.int64(1)
     j = v & ~flag
-    c = np.int64(multi[j])
+    c = value_at(multi, multi_hi, j)
     if c > max_occ:
         return j + 1, j + 1, c
     return j + 1, j + 1 + c, c
 
 
 @njit(cache=True, nogil=True)
-def lookup(bucket, keys, val, multi, key, low_bits, flag, max_occ):
+def lookup(bucket, keys, val, val_hi, multi, multi_hi, key, low_bits, flag, max_occ):
     """The occurrences (position << 1 | orientation, int64 array; empty when masked) and the count of a
     table key (0: absent). For tests and tools; the query kernel inlines the same steps."""
     i = find_key(bucket, keys, key, low_bits)
     if i < 0:
         return np.empty(0, np.int64), np.int64(0)
-    a, b, c = key_range(val, multi, i, flag, max_occ)
+    a, b, c = key_range(val, val_hi, multi, multi_hi, i, flag, max_occ)
     if a < 0:
         out = np.empty(1, np.int64)
-        out[0] = np.int64(val[i])
+        out[0] = value_at(val, val_hi, i)
         return out, c
     out = np.empty(b - a, np.int64)
     for t in range(a, b):
-        out[t - a] = np.int64(multi[t])
+        out[t - a] = value_at(multi, multi_hi, t)
     return out, c
 
 
@@ -468,8 +501,8 @@ def _grow1(a, need):
 
 @njit(cache=True, nogil=True)
 def query_reads(r0, r1, codes, offsets, max_edits, m, w, rule, order, low_bits, flag, max_occ, min_hits,
-                min_frac, max_cands, bucket, keys, val, multi, out_strand, out_pos, out_cnt, n_seeds,
-                n_masked, masked_max):
+                min_frac, max_cands, bucket, keys, val, val_hi, multi, multi_hi, out_strand, out_pos, out_cnt,
+                n_seeds, n_masked, masked_max):
     """query_batch for reads r0..r1-1 (one range, one thread; scratch buffers grow as needed)."""
     cap = ring_size(w)
     ring = np.empty(cap, np.int64)
@@ -538,7 +571,7 @@ def query_reads(r0, r1, codes, offsets, max_edits, m, w, rule, order, low_bits, 
                 lk[q, 0] = 0
                 lk[q, 1] = 0
                 continue
-            s0, s1, c = key_range(val, multi, i, flag, max_occ)
+            s0, s1, c = key_range(val, val_hi, multi, multi_hi, i, flag, max_occ)
             if s0 < 0:                          # the single occurrence, in val
                 lk[q, 0] = -1 - i
                 lk[q, 1] = 0
@@ -568,7 +601,7 @@ def query_reads(r0, r1, codes, offsets, max_edits, m, w, rule, order, low_bits, 
             if e0 < 0:                          # a single occurrence: val[-1 - e0]
                 e1 = e0 + 1
             for e in range(e0, e1):
-                v = np.int64(val[-1 - e]) if e < 0 else np.int64(multi[e])
+                v = value_at(val, val_hi, -1 - e) if e < 0 else value_at(multi, multi_hi, e)
                 p = v >> 1
                 if (v & 1) == qo:
                     h0[n0] = ((p - qp + HIT_BIAS) << HIT_SHIFT) | q
@@ -652,8 +685,8 @@ def query_batch(codes, offsets, max_edits, m, w, rule, order, max_occ, min_hits,
     low_bits = low_bits_of(a, m)
     if n:
         run_ranges(query_reads, range_bounds(n, 64), codes, offsets, max_edits, m, w, rule, order, low_bits,
-                   flag_of(a["val"].dtype), max_occ, min_hits, float(min_frac), max_cands, a["bucket"],
-                   a["keys"], a["val"], a["multi"], out_strand, out_pos, out_cnt, n_seeds, n_masked,
+                   flag_of(wide_values(a)), max_occ, min_hits, float(min_frac), max_cands, a["bucket"],
+                   a["keys"], a["val"], a["val_hi"], a["multi"], a["multi_hi"], out_strand, out_pos, out_cnt, n_seeds, n_masked,
                    masked_max)
     read = np.repeat(np.arange(n, dtype=np.int64), out_cnt)
     first = np.cumsum(out_cnt) - out_cnt

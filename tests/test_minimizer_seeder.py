@@ -125,9 +125,11 @@ def decode_table(a, m, max_occ):
     """The same two dicts from the index arrays (and every key found by the lookup kernel)."""
     low_bits = K.low_bits_of(a, m)
     bucket, keys = a["bucket"].astype(np.int64), a["keys"].astype(np.int64)
-    val, multi = a["val"].astype(np.uint64), a["multi"].astype(np.int64)
-    top = np.uint64(1 << (8 * a["val"].dtype.itemsize - 1))
-    flag = K.flag_of(a["val"].dtype)
+    wide = K.wide_values(a)
+    val = a["val"].astype(np.int64) | ((a["val_hi"].astype(np.int64) << 32) if wide else 0)
+    multi = a["multi"].astype(np.int64) | ((a["multi_hi"].astype(np.int64) << 32) if wide else 0)
+    flag = int(K.flag_of(wide))
+    top = flag
     kept, over = {}, {}
     nxt = 0
     for t in range(bucket.shape[0] - 1):
@@ -148,7 +150,8 @@ def decode_table(a, m, max_occ):
                     nxt = j + 1 + c
             else:
                 kept[key] = [int(val[i])]
-            occ, count = K.lookup(a["bucket"], a["keys"], a["val"], a["multi"], key, low_bits, flag, max_occ)
+            occ, count = K.lookup(a["bucket"], a["keys"], a["val"], a["val_hi"], a["multi"], a["multi_hi"], key,
+                                  low_bits, flag, max_occ)
             assert occ.tolist() == kept.get(key, [])
             assert count == (over[key] if key in over else len(kept[key]))
     assert nxt == multi.shape[0]
@@ -202,9 +205,10 @@ def test_index_content_matches_python(small_ref, m, w, rule, order, max_occ):
                       piece=piece, packed=True)
         for name in a:
             assert np.array_equal(a[name], one[name]) and np.array_equal(a[name], two[name])
-    # 64-bit values (genomes over 1 Gbp): the same content
+    # 40-bit values (genomes over 1 Gbp): the same content
     wide = K.build(small_ref.codes, small_ref.offsets, m, w, RULES[rule], K.ORDERS[order], max_occ, wide=True)
-    assert wide["val"].dtype == np.uint64 and decode_table(wide, m, max_occ) == (want_kept, want_over)
+    assert K.wide_values(wide) and wide["val_hi"].shape == wide["val"].shape
+    assert decode_table(wide, m, max_occ) == (want_kept, want_over)
 
 
 def test_random_sequences_match_python():
@@ -323,12 +327,12 @@ def test_finds_true_locus_of_simulated_reads(sim_data):
     key = c.read.astype(np.int64) * 4 * 10**9 + c.strand.astype(np.int64) * 2 * 10**9 + c.pos
     assert np.all(np.diff(key) > 0)                            # sorted, unique
     assert c.read.dtype == np.int32 and c.strand.dtype == np.int8 and c.pos.dtype == np.int64
-    # an index with 64-bit values (genomes over 1 Gbp) gives the same candidates
+    # an index with 40-bit values (genomes over 1 Gbp) gives the same candidates
     p = index.params
     arrays = K.build(ref.codes, ref.offsets, p["m"], p["w"], RULES[p["rule"]], K.ORDERS[p["order"]],
                      p["max_occ"], wide=True)
     wide = MinimizerIndex(p, index.reference, arrays)
-    assert wide.arrays["val"].dtype == np.uint64
+    assert K.wide_values(wide.arrays)
     assert as_tuples(seeder.candidates(wide, batch, np.full(len(names), 5, np.int32))) == as_tuples(c)
 
 
@@ -494,7 +498,8 @@ def test_damaged_index_is_refused(tmp_path, small_ref):
                ("keys", lambda a: bump(a, 0, 1 << 15)), ("val", lambda a: a.astype(np.int64)),
                ("val", lambda a: set_rec(a, 0, 10 ** 6)), ("val", lambda a: set_rec(a, -1, 0)),
                ("multi", lambda a: a[:-1]), ("multi", lambda a: np.ones_like(a)),
-               ("multi", lambda a: np.full_like(a, 1 << 30)), ("keys", lambda a: a[::-1].copy())]
+               ("multi", lambda a: np.full_like(a, 1 << 30)), ("keys", lambda a: a[::-1].copy()),
+               ("val_hi", lambda a: np.zeros(3, np.uint8)), ("multi_hi", lambda a: np.zeros(2, np.int64))]
     single = int(np.flatnonzero((arrays["val"] >> np.uint32(31)) == 0)[0])
     changes.append(("val", lambda a: bump(a, single, 1 << 28)))           # a position beyond the genome
     for name, change in changes:

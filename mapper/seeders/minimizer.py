@@ -29,12 +29,12 @@ from pymap.batch import Candidates
 from pymap.errors import IndexCorrupt
 from pymap.kernels.diagonal_clusters import HIT_BIAS
 from pymap.kernels.minimizer_index import (ORDERS, build as build_arrays, flag_of, low_bits_of, query_batch,
-                                           table_consistent)
+                                           table_consistent, wide_values)
 from pymap.kernels.minimizers import RULES
 from pymap.plugins import Seeder, choice_option, int_option
 
 #: bumped when the index content changes meaning (hash, layout); part of the mismatch check
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 HASH_NAME = "mm2-hash64/bucketed-sorted"
 
 # Defaults measured on E. coli, the 30 Mbp genome and the divergent sets (docs/seeding.md).
@@ -80,7 +80,7 @@ def check_build_params(m, w, rule, order, max_occ):
 
 class MinimizerIndex:
     """A built or loaded minimizer index: build parameters (`params`), reference identity and the arrays
-    of kernels/minimizer_index.py (bucket, keys, val, multi)."""
+    of kernels/minimizer_index.py (bucket, keys, val, val_hi, multi, multi_hi)."""
 
     def __init__(self, params, reference_info, arrays):
         self.params = dict(params)
@@ -91,7 +91,7 @@ class MinimizerIndex:
     def _check(self):
         """Every array the kernels index with is in range (a damaged index must not crash them)."""
         a = self.arrays
-        need = ("bucket", "keys", "val", "multi")
+        need = ("bucket", "keys", "val", "val_hi", "multi", "multi_hi")
         missing = [name for name in need if name not in a]
         if missing:
             raise IndexCorrupt(f"index lacks arrays {missing}")
@@ -101,17 +101,19 @@ class MinimizerIndex:
 
     def _consistent(self, a):
         bucket, keys, val, multi = a["bucket"], a["keys"], a["val"], a["multi"]
+        val_hi, multi_hi = a["val_hi"], a["multi_hi"]
         m = int(self.params["m"])
         genome = int(sum(self.reference.get("lengths") or []))
-        if not all(x.ndim == 1 for x in (bucket, keys, val, multi)):
+        if not all(x.ndim == 1 for x in (bucket, keys, val, val_hi, multi, multi_hi)):
             return False
         if bucket.dtype not in (np.uint32, np.uint64) or keys.dtype not in (np.uint16, np.uint32, np.uint64) \
-                or val.dtype not in (np.uint32, np.uint64) or multi.dtype != val.dtype:
+                or val.dtype != np.uint32 or multi.dtype != np.uint32 or val_hi.dtype != np.uint8 \
+                or multi_hi.dtype != np.uint8:
             return False
         nb = bucket.shape[0] - 1
         if nb < 1 or nb & (nb - 1) or nb.bit_length() - 1 > min(2 * m, 30):
             return False
-        return bool(table_consistent(bucket, keys, val, multi, flag_of(val.dtype),
+        return bool(table_consistent(bucket, keys, val, val_hi, multi, multi_hi, flag_of(wide_values(a)),
                                      int(self.params["max_occ"]), genome, low_bits_of(a, m)))
 
     @property
@@ -124,10 +126,15 @@ class MinimizerIndex:
 
     def _records(self):
         a = self.arrays
-        flag = np.uint64(1 << (8 * a["val"].dtype.itemsize - 1))
-        v = a["val"].astype(np.uint64)
-        rec = (v[(v & flag) != 0] & ~flag).astype(np.int64)
-        return rec, a["multi"][rec].astype(np.int64)
+        wide = wide_values(a)
+        flag = flag_of(wide)
+
+        def values(lo, hi, at=slice(None)):
+            v = lo[at].astype(np.int64)
+            return v | (hi[at].astype(np.int64) << 32) if wide else v
+        v = values(a["val"], a["val_hi"])
+        rec = v[(v & flag) != 0] & ~flag
+        return rec, values(a["multi"], a["multi_hi"], rec)
 
     @property
     def n_occurrences(self):
