@@ -64,10 +64,14 @@ class Candidates:
     pos: global coordinate of the first base of the (oriented) read on the diagonal; may lie
     outside the contig when the seed sits near an end (the pipeline clamps windows).
     Sorted by (read, strand, pos) and unique.
+    mapq_cap: optional, per read of the batch, the highest MAPQ its seeding supports (a seeder that
+    leaves out over-represented seeds sets it for reads seeded through few of theirs: other copies
+    may have been missed); None: no cap.
     """
     read: np.ndarray    # int32
     strand: np.ndarray  # int8
     pos: np.ndarray     # int64
+    mapq_cap: np.ndarray = None
 
     def __len__(self):
         return self.read.shape[0]

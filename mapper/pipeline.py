@@ -11,7 +11,7 @@ from pymap.kernels.cigar import cigar_edits, cigar_spans
 from pymap.kernels.encoding import count_code
 from pymap.kernels.pairing import pair_hits
 from pymap.kernels.sam import NO_XS, REASONS, format_sam
-from pymap.kernels.select import (pick_supplementary, query_spans, report_order, select_hits,
+from pymap.kernels.select import (MAPQ_MAX, pick_supplementary, query_spans, report_order, select_hits,
                                   supplementary_mapq)
 from pymap.slack import SlackTable
 
@@ -89,8 +89,10 @@ class Pipeline:
         reason[lengths < self.opt.min_length] = REASON["too_short"]
         return maxe, reason
 
-    def candidates(self, batch, maxe, reason):
-        """Seeding of the mappable reads, as a CandidateBatch at threshold e (contig bounds set)."""
+    def candidates(self, batch, maxe, reason, caps=None):
+        """Seeding of the mappable reads, as a CandidateBatch at threshold e (contig bounds set).
+        caps: an int64[len(batch)] array to receive each read's MAPQ cap from the seeder (MAPQ_MAX
+        where it sets none)."""
         mappable = np.flatnonzero(reason == 0)
         if mappable.size == len(batch):
             cands = self.seeder.candidates(self.index, batch, maxe)
@@ -99,6 +101,8 @@ class Pipeline:
             cands = self.seeder.candidates(self.index, batch.subset(mappable), maxe[mappable])
             check_candidates(self.seeder, cands, mappable.size, self.ref.codes.shape[0])
             cands.read = mappable[cands.read].astype(np.int32)
+        if caps is not None and cands.mapq_cap is not None:
+            caps[mappable] = np.minimum(np.asarray(cands.mapq_cap, np.int64), MAPQ_MAX)
         lengths = batch.lengths
         L = lengths[cands.read].astype(np.int64)
         e = maxe[cands.read].astype(np.int64)
@@ -193,7 +197,8 @@ class Pipeline:
         n = len(batch)
         lengths = batch.lengths.astype(np.int64)
         maxe, reason = self.read_limits(batch)
-        cands = self.candidates(batch, maxe, reason)
+        caps = np.full(n, MAPQ_MAX, np.int64)
+        cands = self.candidates(batch, maxe, reason, caps)
         has_cand = np.zeros(n, np.bool_)
         has_cand[cands.read] = True
         st.candidates += len(cands)
@@ -211,11 +216,12 @@ class Pipeline:
 
         st.aligned += int(aln.found.sum())
         return self.select(batch, lengths, maxe, reason, has_cand, cands.read[ext_idx], cands.strand[ext_idx],
-                           aln)
+                           aln, caps)
 
-    def select(self, batch, lengths, maxe, reason0, has_cand, aln_read, aln_strand, aln):
+    def select(self, batch, lengths, maxe, reason0, has_cand, aln_read, aln_strand, aln, mapq_cap):
         """Hits of a batch from its alignments (aln_read, aln_strand: each alignment's read and
-        strand) and the per-read selection (select_hits); unmapped reads get their reason."""
+        strand) and the per-read selection (select_hits); unmapped reads get their reason; MAPQ
+        at most mapq_cap (per read, from the seeder)."""
         t = time.perf_counter()
         match, unit = self.extender.match_score, self.extender.edit_cost
         # hits: the alignments found, sorted by (read, strand, start); hit k is alignment hit_aln[k]
@@ -235,6 +241,8 @@ class Pipeline:
         h.best, h.n_best, h.sub, h.has_sub, h.mapq, h.primary, h.keep, h.shadow = select_hits(
             h.read, h.strand, h.start, h.score, len(batch), maxe, floor, unit, batch.first_index,
             self.opt.seed)
+        h.mapq_cap = mapq_cap
+        h.mapq = np.minimum(h.mapq, mapq_cap)
         reason[h.primary >= 0] = 0
         unaligned = (reason == 0) & (h.primary < 0)
         no_aln = REASON["over_max_edits"] if self.extender.scoring == "edits" else REASON["below_min_score"]
@@ -453,7 +461,7 @@ class Pipeline:
         return self.select(h.batch, h.lengths, h.maxe, h.reason0, has_cand,
                            np.concatenate([h.aln_read, chosen.read]),
                            np.concatenate([h.aln_strand, chosen.strand]),
-                           Alignments.concat(h.aln, aln))
+                           Alignments.concat(h.aln, aln), h.mapq_cap)
 
     def map_pairs(self, r1, r2, model, h=None):
         """SAM text for a batch of pairs (mate i of r1 with mate i of r2), mates adjacent, read 1 first.
@@ -483,7 +491,7 @@ class Pipeline:
                 aln.found = aln.found.copy()
                 aln.found[drop] = False
                 h = self.select(h.batch, h.lengths, h.maxe, h.reason0, h.has_cand, h.aln_read, h.aln_strand,
-                                aln)
+                                aln, h.mapq_cap)
                 pick1, pick2, pair_mapq = self.pair(h, model)
         proper = pick1 >= 0
         primary = h.primary.copy()
@@ -530,6 +538,7 @@ class Hits:
     primary: np.ndarray = None
     keep: np.ndarray = None
     shadow: np.ndarray = None       # per kept hit: best score of the same locus at another start
+    mapq_cap: np.ndarray = None     # per read: the highest MAPQ its seeding supports (Candidates.mapq_cap)
     end: np.ndarray = None          # reference end (exclusive) of each hit
     ctg: np.ndarray = None          # contig of each hit
     reason0: np.ndarray = None      # reasons decided before alignment (Pipeline.read_limits)

@@ -579,3 +579,49 @@ def test_default_seeder_follows_genome_size(sim_data, tmp_path, monkeypatch):
     st = api.align(str(ref), str(reads), out=str(tmp_path / "o.sam"), options=AlignOptions(progress=False),
                    summary=False)
     assert st.reads == len(truth) and st.mapped >= 0.95 * len(truth)
+
+
+# ------------------------------------------------------------------------------------ MAPQ and repeats
+
+def test_repeat_mapq_cap_values():
+    from pymap.seeders.minimizer import repeat_mapq_cap
+    seeds = np.array([0, 10, 10, 10, 10, 10, 40])
+    masked = np.array([0, 0, 5, 6, 9, 10, 30])
+    assert repeat_mapq_cap(seeds, masked).tolist() == [60, 60, 60, 48, 12, 0, 30]
+
+
+def test_reads_seeded_mostly_by_masked_repeats_get_capped_mapq(tmp_path):
+    """A read whose minimizers are mostly masked repeats (keys over max_occ) is seeded by its few
+    unique ones: it may have copies elsewhere that no candidate reached, so its MAPQ is capped."""
+    from pymap import api
+    from pymap.options import AlignOptions
+    from pymap.seeders.minimizer import repeat_mapq_cap
+    rng = np.random.default_rng(21)
+    acgt = np.array(list("ACGT"))
+    unit = "".join(acgt[rng.integers(0, 4, 400)])
+    parts, starts = [], []
+    for _ in range(30):                      # 30 copies of a 400 bp unit between unique stretches
+        parts.append("".join(acgt[rng.integers(0, 4, 600)]))
+        starts.append(sum(map(len, parts)))
+        parts.append(unit)
+    genome = "".join(parts) + "".join(acgt[rng.integers(0, 4, 600)])
+    (tmp_path / "g.fa").write_text(">g\n" + genome + "\n")
+    recs = []
+    for i, s in enumerate(starts):           # 120 bases of a copy, then 30 unique bases after it
+        seq = genome[s + 280:s + 430]
+        recs.append(f"@r{i}\n{seq}\n+\n{'I' * len(seq)}\n")
+    (tmp_path / "r.fq").write_text("".join(recs))
+    opts = AlignOptions(seeder="minimizer", seeder_opts={"max_occ": 5, "m": 11}, threads=1, progress=False)
+    api.align(str(tmp_path / "g.fa"), str(tmp_path / "r.fq"), str(tmp_path / "o.sam"), options=opts, summary=False)
+    sd = MinimizerSeeder(max_occ=5, m=11)
+    ref = load_reference(str(tmp_path / "g.fa"))
+    index = sd.build_index(ref)
+    codes = np.concatenate([ref.codes[s + 280:s + 430] for s in starts])
+    batch = ReadBatch(codes, np.arange(len(starts) + 1, dtype=np.int64) * 150, np.zeros(0, np.uint8),
+                      np.zeros(len(starts) + 1, np.int64), np.zeros(0, np.uint8))
+    c, rep = sd.candidates(index, batch.with_rc(), np.full(len(starts), 15, np.int32), repeats=True)
+    cap = repeat_mapq_cap(rep["seeds"], rep["masked"])
+    assert (cap < 60).all()                 # most of each read's minimizers are in the repeat
+    mapq = [int(line.split("\t")[4]) for line in (tmp_path / "o.sam").read_text().splitlines()
+            if not line.startswith("@")]
+    assert len(mapq) == len(starts) and all(q <= k for q, k in zip(mapq, cap.tolist()))

@@ -31,6 +31,7 @@ from pymap.kernels.diagonal_clusters import HIT_BIAS
 from pymap.kernels.minimizer_index import (ORDERS, build as build_arrays, flag_of, low_bits_of, query_batch,
                                            table_consistent, wide_values)
 from pymap.kernels.minimizers import RULES
+from pymap.kernels.select import MAPQ_MAX
 from pymap.plugins import Seeder, choice_option, int_option
 
 #: bumped when the index content changes meaning (hash, layout); part of the mismatch check
@@ -76,6 +77,15 @@ def check_build_params(m, w, rule, order, max_occ):
     """Validated build parameters (ValueError naming the option)."""
     return {"m": _m_option(m), "w": int_option("w", w, 1, 255), "rule": choice_option("rule", rule, RULES),
             "order": choice_option("order", order, ORDERS), "max_occ": int_option("max_occ", max_occ, 1, 1 << 31)}
+
+
+def repeat_mapq_cap(seeds, masked):
+    """Per read, the highest MAPQ its seeds support: 60 while at most half of its minimizers were masked
+    repeats (keys over max_occ, left out of the index), then down in proportion to the share that was
+    not, to 0 when all were: the copies such a read has elsewhere may not be among its candidates."""
+    seeds = np.asarray(seeds, np.int64)
+    unmasked = seeds - np.asarray(masked, np.int64)
+    return np.where(seeds > 0, np.minimum(2 * MAPQ_MAX * unmasked // np.maximum(seeds, 1), MAPQ_MAX), MAPQ_MAX)
 
 
 class MinimizerIndex:
@@ -253,8 +263,8 @@ class MinimizerSeeder(Seeder):
                                                  self.min_frac, self.max_cands, index.arrays)
             parts.append(((read + r0).astype(np.int32), strand, pos, *rep))
         cat = [np.concatenate([q[i] for q in parts]) if len(parts) > 1 else parts[0][i] for i in range(6)]
-        c = Candidates(cat[0], cat[1], cat[2])
         seeds, masked, masked_max = cat[3], cat[4], cat[5]
+        c = Candidates(cat[0], cat[1], cat[2], mapq_cap=repeat_mapq_cap(seeds, masked))
         self._count(seeds, masked, np.bincount(cat[0], minlength=n))
         if repeats:
             return c, {"seeds": seeds, "masked": masked, "masked_max": masked_max}
@@ -276,6 +286,6 @@ class MinimizerSeeder(Seeder):
                          f"are reported unmapped (no seed hit); a larger --seeder-opt max_occ indexes them")
         if s["mostly_masked"]:
             notes.append(f"{s['mostly_masked']} read(s) were seeded by a minority of their minimizers (most "
-                         f"were masked repeats): their candidates may miss other copies, so their MAPQ may "
-                         f"be too high")
+                         f"were masked repeats): their candidates may miss other copies, so their MAPQ is "
+                         f"capped by the share of their minimizers that were not masked")
         return notes
