@@ -56,7 +56,8 @@ def _add_stage_args(p):
     p.add_argument("-t", "--threads", type=int, default=0, help="threads (default: all cores)")
     p.add_argument("--index", metavar="FILE", help="index file (default: REF.pymap.idx next to the reference, e.g. ref.fa.pymap.idx; "
                         "built and saved there when missing)")
-    p.add_argument("--batch-size", type=int, default=20000, help="reads per batch (default: %(default)s)")
+    p.add_argument("--batch-size", type=int,
+                   help="reads per batch (default: 20000; 200000 with --device gpu); the output does not depend on it")
 
 
 def build_parser():

@@ -7,6 +7,11 @@ from pymap.errors import UsageError
 DEFAULT_MAX_EDITS = 0.10
 
 
+#: reads per batch; on a GPU more, as every batch pays fixed costs there (kernel launches, copies)
+BATCH_SIZE = 20000
+GPU_BATCH_SIZE = 200000
+
+
 @dataclass
 class AlignOptions:
     """Every knob of `pymap align`.
@@ -47,7 +52,7 @@ class AlignOptions:
     insert_size: object = None   # pymap.insert.InsertModel (-I), or None: learned from the data
     read_group: str = None
     seed: int = 0
-    batch_size: int = 20000
+    batch_size: int = None      # None: BATCH_SIZE, or GPU_BATCH_SIZE with device "gpu"
     min_length: int = 16
     max_length: int = 1000
     progress: bool = True
@@ -73,6 +78,8 @@ class AlignOptions:
             raise UsageError(f"-t/--threads must be >= 1 (0 = all cores), got {self.threads}")
         if self.max_hits < 1:
             raise UsageError(f"-N/--max-hits must be >= 1, got {self.max_hits}")
+        if self.batch_size is None:
+            self.batch_size = GPU_BATCH_SIZE if self.device == "gpu" else BATCH_SIZE
         if not (1 <= self.batch_size <= 10_000_000):
             raise UsageError(f"--batch-size must be in 1..10000000, got {self.batch_size}")
         if self.min_length < 1 or self.max_length < self.min_length:
