@@ -68,7 +68,7 @@ from numba import njit
 
 from pymap.kernels.diagonal_clusters import HIT_BIAS, HIT_SHIFT, cluster_hits
 from pymap.kernels.minimizers import ring_size, signature_value, window_push
-from pymap.kernels.sorting import sort_pairs
+from pymap.kernels.sorting import sort_int64_buf, sort_pairs_buf
 from pymap.kernels.threads import range_bounds, run_ranges
 
 ORDER_LEX = 0
@@ -500,10 +500,138 @@ def _grow1(a, need):
 
 
 @njit(cache=True, nogil=True)
+def lookup_seeds(mk, ns, bucket, keys, val, val_hi, multi, multi_hi, low_bits, flag, max_occ, lk):
+    """The table ranges of a read's ns minimizer keys mk, stage by stage (buckets, keys, occurrence
+    ranges: independent cache misses overlap): lk[q] = (first, end) in multi, or (-1 - key index, 0)
+    for a single occurrence in val, (0, 0) when absent or masked. Returns (occurrences, masked keys,
+    the largest masked count). lk: at least ns rows."""
+    for q in range(ns):
+        t = mk[q] >> low_bits
+        lk[q, 0] = np.int64(bucket[t])
+        lk[q, 1] = np.int64(bucket[t + 1])
+    total = np.int64(0)
+    for q in range(ns):
+        lo = lk[q, 0]
+        hi = lk[q, 1]
+        low = mk[q] & ((np.int64(1) << low_bits) - 1)
+        idx = np.int64(-1)
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            x = np.int64(keys[mid])
+            if x < low:
+                lo = mid + 1
+            elif x > low:
+                hi = mid
+            else:
+                idx = mid
+                break
+        lk[q, 2] = idx
+    nm = 0
+    mmax = np.int64(0)
+    for q in range(ns):
+        i = lk[q, 2]
+        if i < 0:
+            lk[q, 0] = 0
+            lk[q, 1] = 0
+            continue
+        s0, s1, c = key_range(val, val_hi, multi, multi_hi, i, flag, max_occ)
+        if s0 < 0:                              # the single occurrence, in val
+            lk[q, 0] = -1 - i
+            lk[q, 1] = 0
+            total += 1
+            continue
+        lk[q, 0] = s0
+        lk[q, 1] = s1
+        if c > max_occ:
+            nm += 1
+            if c > mmax:
+                mmax = c
+        total += s1 - s0
+    return total, nm, mmax
+
+
+@njit(cache=True, nogil=True)
+def seed_hits(mk, mo, lk, ns, a, L, m, val, val_hi, multi, multi_hi, h0, h1):
+    """The hits of a read's looked-up minimizers per strand, (diagonal + bias) << shift | seed index,
+    into h0 (strand 0) and h1 (at least `occurrences` each). Returns (n0, n1)."""
+    n0 = 0
+    n1 = 0
+    for q in range(ns):
+        qp = (mo[q] >> 1) - a
+        qo = mo[q] & 1
+        e0 = lk[q, 0]
+        e1 = lk[q, 1]
+        if e0 < 0:                              # a single occurrence: val[-1 - e0]
+            e1 = e0 + 1
+        for e in range(e0, e1):
+            v = value_at(val, val_hi, -1 - e) if e < 0 else value_at(multi, multi_hi, e)
+            p = v >> 1
+            if (v & 1) == qo:
+                h0[n0] = ((p - qp + HIT_BIAS) << HIT_SHIFT) | q
+                n0 += 1
+            else:
+                h1[n1] = ((p - (L - m - qp) + HIT_BIAS) << HIT_SHIFT) | q
+                n1 += 1
+    return n0, n1
+
+
+@njit(cache=True, nogil=True)
+def pick_clusters(h0, n0, h1, n1, max_e, min_hits, min_frac, max_cands, stamp, st, cpos, csup, ctmp, apos, asup,
+                  aidx, out_strand, out_pos, base):
+    """A read's candidates from its hits (module doc): the clusters of both strands, those supported
+    by at least min_frac of the best one's minimizers, the max_cands best supported, written to
+    out_strand/out_pos[base:]. Scratch (nothing allocated): stamp (the read's minimizers), cpos, csup
+    (max(n0, n1) + 2), ctmp, apos, asup, aidx (8 (max(n0, n1) + 2)). Returns (count, next stamp)."""
+    need = max(n0, n1)
+    nc = 0
+    for s in range(2):
+        hh = h0 if s == 0 else h1
+        nh = n0 if s == 0 else n1
+        c, st = cluster_hits(hh, nh, max_e, min_hits, need + 2, stamp, st, cpos, csup, cpos, ctmp)
+        for t in range(c):
+            apos[nc] = cpos[t]
+            asup[nc] = -csup[t]
+            aidx[nc] = s
+            nc += 1
+    if min_frac > 0.0 and nc > 1:
+        # drop clusters supported by less than min_frac of the best one's minimizers
+        best = np.int64(0)
+        for t in range(nc):
+            if -asup[t] > best:
+                best = -asup[t]
+        kept = 0
+        for t in range(nc):
+            if -asup[t] >= min_frac * best:
+                apos[kept] = apos[t]
+                asup[kept] = asup[t]
+                aidx[kept] = aidx[t]
+                kept += 1
+        nc = kept
+    if nc <= max_cands:
+        for t in range(nc):
+            out_strand[base + t] = aidx[t]
+            out_pos[base + t] = apos[t]
+        return nc, st
+    # more clusters than max_cands: the best supported (stable: strand 0 first, then position)
+    key = ctmp[:nc]
+    order_ = ctmp[nc:2 * nc]
+    for t in range(nc):
+        order_[t] = t
+        key[t] = asup[t]
+    sort_pairs_buf(key, order_, nc, ctmp[2 * nc:3 * nc], ctmp[3 * nc:4 * nc])
+    sort_int64_buf(order_, max_cands, ctmp[2 * nc:3 * nc])
+    for t in range(max_cands):
+        out_strand[base + t] = aidx[order_[t]]
+        out_pos[base + t] = apos[order_[t]]
+    return max_cands, st
+
+
+@njit(cache=True, nogil=True)
 def query_reads(r0, r1, codes, offsets, max_edits, m, w, rule, order, low_bits, flag, max_occ, min_hits,
                 min_frac, max_cands, bucket, keys, val, val_hi, multi, multi_hi, out_strand, out_pos, out_cnt,
                 n_seeds, n_masked, masked_max):
-    """query_batch for reads r0..r1-1 (one range, one thread; scratch buffers grow as needed)."""
+    """query_batch for reads r0..r1-1 (one range, one thread): the per-read steps (seeds, lookup_seeds,
+    seed_hits, pick_clusters) on scratch buffers grown as needed."""
     cap = ring_size(w)
     ring = np.empty(cap, np.int64)
     oring = np.empty(cap, np.int64)
@@ -516,10 +644,10 @@ def query_reads(r0, r1, codes, offsets, max_edits, m, w, rule, order, low_bits, 
     st = np.int64(0)
     cpos = np.empty(1024, np.int64)
     csup = np.empty(1024, np.int64)
-    ctmp = np.empty(4096, np.int64)
-    apos = np.empty(256, np.int64)
-    asup = np.empty(256, np.int64)
-    aidx = np.empty(256, np.int64)
+    ctmp = np.empty(8 * 1024, np.int64)
+    apos = np.empty(8 * 1024, np.int64)
+    asup = np.empty(8 * 1024, np.int64)
+    aidx = np.empty(8 * 1024, np.int64)
     cursor = np.zeros(1, np.int64)
     for r in range(r0, r1):
         a = offsets[r]
@@ -541,131 +669,30 @@ def query_reads(r0, r1, codes, offsets, max_edits, m, w, rule, order, low_bits, 
             continue
         if ns > lk.shape[0]:
             lk = np.empty((2 * ns, 3), np.int64)
-        # ---- lookups stage by stage: buckets, keys, occurrence ranges (independent misses overlap)
-        for q in range(ns):
-            t = mk[q] >> low_bits
-            lk[q, 0] = np.int64(bucket[t])
-            lk[q, 1] = np.int64(bucket[t + 1])
-        total = np.int64(0)
-        for q in range(ns):
-            lo = lk[q, 0]
-            hi = lk[q, 1]
-            low = mk[q] & ((np.int64(1) << low_bits) - 1)
-            idx = np.int64(-1)
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                x = np.int64(keys[mid])
-                if x < low:
-                    lo = mid + 1
-                elif x > low:
-                    hi = mid
-                else:
-                    idx = mid
-                    break
-            lk[q, 2] = idx
-        nm = 0
-        mmax = np.int64(0)
-        for q in range(ns):
-            i = lk[q, 2]
-            if i < 0:
-                lk[q, 0] = 0
-                lk[q, 1] = 0
-                continue
-            s0, s1, c = key_range(val, val_hi, multi, multi_hi, i, flag, max_occ)
-            if s0 < 0:                          # the single occurrence, in val
-                lk[q, 0] = -1 - i
-                lk[q, 1] = 0
-                total += 1
-                continue
-            lk[q, 0] = s0
-            lk[q, 1] = s1
-            if c > max_occ:
-                nm += 1
-                if c > mmax:
-                    mmax = c
-            total += s1 - s0
+        total, nm, mmax = lookup_seeds(mk, ns, bucket, keys, val, val_hi, multi, multi_hi, low_bits, flag,
+                                       max_occ, lk)
         n_masked[r] = nm
         masked_max[r] = mmax
         if total == 0:
             continue
-        # ---- hits per strand: (diagonal + bias) << shift | seed index
         h0 = _grow1(h0, total)
         h1 = _grow1(h1, total)
-        n0 = 0
-        n1 = 0
-        for q in range(ns):
-            qp = (mo[q] >> 1) - a
-            qo = mo[q] & 1
-            e0 = lk[q, 0]
-            e1 = lk[q, 1]
-            if e0 < 0:                          # a single occurrence: val[-1 - e0]
-                e1 = e0 + 1
-            for e in range(e0, e1):
-                v = value_at(val, val_hi, -1 - e) if e < 0 else value_at(multi, multi_hi, e)
-                p = v >> 1
-                if (v & 1) == qo:
-                    h0[n0] = ((p - qp + HIT_BIAS) << HIT_SHIFT) | q
-                    n0 += 1
-                else:
-                    h1[n1] = ((p - (L - m - qp) + HIT_BIAS) << HIT_SHIFT) | q
-                    n1 += 1
+        n0, n1 = seed_hits(mk, mo, lk, ns, a, L, m, val, val_hi, multi, multi_hi, h0, h1)
         if ns > stamp.shape[0]:
             stamp = np.zeros(2 * ns, np.int64)
             st = 0
-        need = max(n0, n1)
+        need = max(n0, n1) + 2
         if need > cpos.shape[0]:
             cpos = np.empty(2 * need, np.int64)
             csup = np.empty(2 * need, np.int64)
-            ctmp = np.empty(8 * need, np.int64)
-        # ---- clusters of both strands, then the max_cands best supported
-        nc = 0
-        for s in range(2):
-            hh = h0 if s == 0 else h1
-            nh = n0 if s == 0 else n1
-            c, st = cluster_hits(hh, nh, max_edits[r], min_hits, need + 2, stamp, st, cpos, csup, cpos, ctmp)
-            if nc + c > apos.shape[0]:
-                apos = _grow1(apos, 2 * (nc + c))
-                asup = _grow1(asup, 2 * (nc + c))
-                aidx = _grow1(aidx, 2 * (nc + c))
-            for t in range(c):
-                apos[nc] = cpos[t]
-                asup[nc] = -csup[t]
-                aidx[nc] = s
-                nc += 1
-        if min_frac > 0.0 and nc > 1:
-            # drop clusters supported by less than min_frac of the best one's minimizers
-            best = np.int64(0)
-            for t in range(nc):
-                if -asup[t] > best:
-                    best = -asup[t]
-            kept = 0
-            for t in range(nc):
-                if -asup[t] >= min_frac * best:
-                    apos[kept] = apos[t]
-                    asup[kept] = asup[t]
-                    aidx[kept] = aidx[t]
-                    kept += 1
-            nc = kept
-        base = r * max_cands
-        if nc <= max_cands:
-            for t in range(nc):
-                out_strand[base + t] = aidx[t]
-                out_pos[base + t] = apos[t]
-            out_cnt[r] = nc
-            continue
-        # more clusters than max_cands: the best supported (stable: strand 0 first, then position)
-        order_ = np.empty(nc, np.int64)
-        key = np.empty(nc, np.int64)
-        for t in range(nc):
-            order_[t] = t
-            key[t] = asup[t]
-        sort_pairs(key, order_, nc)
-        sel = order_[:max_cands].copy()
-        sel.sort()
-        for t in range(max_cands):
-            out_strand[base + t] = aidx[sel[t]]
-            out_pos[base + t] = apos[sel[t]]
-        out_cnt[r] = max_cands
+        if 8 * need > ctmp.shape[0]:
+            ctmp = np.empty(16 * need, np.int64)
+            apos = np.empty(16 * need, np.int64)
+            asup = np.empty(16 * need, np.int64)
+            aidx = np.empty(16 * need, np.int64)
+        nc, st = pick_clusters(h0, n0, h1, n1, max_edits[r], min_hits, min_frac, max_cands, stamp, st, cpos, csup,
+                               ctmp, apos, asup, aidx, out_strand, out_pos, r * max_cands)
+        out_cnt[r] = nc
 
 
 def query_batch(codes, offsets, max_edits, m, w, rule, order, max_occ, min_hits, min_frac, max_cands, arrays):
