@@ -701,20 +701,32 @@ def query_batch(codes, offsets, max_edits, m, w, rule, order, max_occ, min_hits,
     masked key, the largest masked count. codes: the reads' mapping codes concatenated, offsets int64[n + 1],
     max_edits int32[n]. Parallel over ranges of reads (threads.py); the result does not depend on the
     thread count."""
+    out = query_buffers(offsets.shape[0] - 1, max_cands)
+    query_into(codes, offsets, max_edits, m, w, rule, order, max_occ, min_hits, min_frac, max_cands, arrays, *out)
+    return compact(*out, max_cands)
+
+
+def query_buffers(n, max_cands):
+    """(out_strand, out_pos, out_cnt, n_seeds, n_masked, masked_max) for n reads: query_into's output."""
+    return (np.empty(n * max_cands, np.int8), np.empty(n * max_cands, np.int64), np.zeros(n, np.int64),
+            np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64))
+
+
+def query_into(codes, offsets, max_edits, m, w, rule, order, max_occ, min_hits, min_frac, max_cands, a,
+               out_strand, out_pos, out_cnt, n_seeds, n_masked, masked_max):
+    """query_batch's per-read results into query_buffers' arrays (read r's candidates at
+    r * max_cands)."""
     n = offsets.shape[0] - 1
-    out_strand = np.empty(n * max_cands, np.int8)
-    out_pos = np.empty(n * max_cands, np.int64)
-    out_cnt = np.zeros(n, np.int64)
-    n_seeds = np.zeros(n, np.int64)
-    n_masked = np.zeros(n, np.int64)
-    masked_max = np.zeros(n, np.int64)
-    a = arrays
-    low_bits = low_bits_of(a, m)
     if n:
-        run_ranges(query_reads, range_bounds(n, 64), codes, offsets, max_edits, m, w, rule, order, low_bits,
-                   flag_of(wide_values(a)), max_occ, min_hits, float(min_frac), max_cands, a["bucket"],
-                   a["keys"], a["val"], a["val_hi"], a["multi"], a["multi_hi"], out_strand, out_pos, out_cnt, n_seeds, n_masked,
-                   masked_max)
+        run_ranges(query_reads, range_bounds(n, 64), codes, offsets, max_edits, m, w, rule, order,
+                   low_bits_of(a, m), flag_of(wide_values(a)), max_occ, min_hits, float(min_frac), max_cands,
+                   a["bucket"], a["keys"], a["val"], a["val_hi"], a["multi"], a["multi_hi"], out_strand, out_pos,
+                   out_cnt, n_seeds, n_masked, masked_max)
+
+
+def compact(out_strand, out_pos, out_cnt, n_seeds, n_masked, masked_max, max_cands):
+    """query_batch's result from query_into's arrays."""
+    n = out_cnt.shape[0]
     read = np.repeat(np.arange(n, dtype=np.int64), out_cnt)
     first = np.cumsum(out_cnt) - out_cnt
     idx = read * max_cands + (np.arange(read.shape[0], dtype=np.int64) - first[read])

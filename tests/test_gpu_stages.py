@@ -121,9 +121,57 @@ def test_seeding_cuda_equals_cpu(where, e_nb):
     assert res["overflowed"] > 0 and res["cands"] > 0
 
 
+def compare_minimizer_seeding(n_reads):
+    """The minimizer seeder's candidates on the GPU against the CPU's: a genome with a 300-copy repeat
+    (reads there have more hits than the device buffers hold and are queried by the CPU), reads with
+    errors and N, both strands."""
+    from pymap.batch import ReadBatch
+    from pymap.reference import Reference
+    from pymap.seeders.minimizer import MinimizerSeeder
+    rng = np.random.default_rng(11)
+    unit = rng.integers(0, 4, 300).astype(np.uint8)
+    codes = np.concatenate([rng.integers(0, 4, 60000).astype(np.uint8), np.tile(unit, 300),
+                            rng.integers(0, 4, 60000).astype(np.uint8)])
+    ref = Reference(["c1", "c2"], np.array([0, 100000, codes.size], np.int64), codes, "test")
+    seqs = []
+    for i in range(n_reads):
+        L = int(rng.choice([60, 100, 150]))
+        p = int(rng.integers(0, codes.size - L))
+        r = codes[p:p + L].copy()
+        k = rng.integers(0, L, int(rng.integers(0, 4)))
+        r[k] = (r[k] + 1) % 4
+        if i % 13 == 0:
+            r[int(rng.integers(0, L))] = 4
+        seqs.append(r)
+    offsets = np.zeros(n_reads + 1, np.int64)
+    np.cumsum([r.size for r in seqs], out=offsets[1:])
+    batch = ReadBatch(np.concatenate(seqs), offsets, np.zeros(0, np.uint8), np.zeros(n_reads + 1, np.int64),
+                      np.zeros(0, np.uint8)).with_rc()
+    max_e = np.full(n_reads, 8, np.int32)
+    bad, cpu_reads = [], 0
+    for opts in ({}, {"min_frac": 0.0, "max_cands": 5}):
+        cpu_seeder = MinimizerSeeder(**opts)
+        index = cpu_seeder.build_index(ref)
+        gpu_seeder = MinimizerSeeder(device="gpu", **opts)
+        a = cpu_seeder.candidates(index, batch, max_e)
+        b = gpu_seeder.candidates(index, batch, max_e)
+        for name in ("read", "strand", "pos", "mapq_cap"):
+            if not np.array_equal(getattr(a, name), getattr(b, name)):
+                bad.append(f"{opts} {name}")
+        cpu_reads += gpu_seeder.timing["cpu_reads"]
+    return {"bad": bad, "cpu_reads": cpu_reads, "cands": int(a.read.size)}
+
+
+@pytest.mark.parametrize("where", ["simulator", "gpu"])
+def test_minimizer_seeding_cuda_equals_cpu(where):
+    res = run_check("compare_minimizer_seeding", where, 50 if where == "simulator" else 3000)
+    assert res["bad"] == []
+    assert res["cpu_reads"] > 0 and res["cands"] > 0
+
+
 # ------------------------------------------------------------------------------------- mapping
 
-def compare_mapping(n_reads, paired):
+def compare_mapping(n_reads, paired, seeder="neighborhood"):
     """`--device gpu` against `--device cpu` on the bundled lambda example (the first n_reads reads;
     paired: read pairs made from them): the same records, and the summary names the GPU stages."""
     import gzip
@@ -150,16 +198,18 @@ def compare_mapping(n_reads, paired):
     for device in ("cpu", "gpu"):
         out_path = tmp / f"{device}.sam"
         stats[device] = api.align(str(tmp / "lambda.fa"), str(tmp / "r1.fq"), str(out_path), mates_path=mates,
-                                  options=AlignOptions(device=device, threads=2, batch_size=97, progress=False),
+                                  options=AlignOptions(device=device, threads=2, batch_size=97, progress=False,
+                                                       seeder=seeder),
                                   summary=False)
         sams[device] = [x for x in out_path.read_text().splitlines() if not x.startswith("@PG")]
     return {"same": sams["cpu"] == sams["gpu"], "records": len(sams["cpu"]),
             "on_gpu": list(stats["gpu"].on_gpu), "on_cpu": list(stats["cpu"].on_gpu)}
 
 
-@pytest.mark.parametrize("paired", [False, True], ids=["single", "pairs"])
+@pytest.mark.parametrize("paired,seeder", [(False, "neighborhood"), (True, "neighborhood"), (False, "minimizer")],
+                         ids=["single", "pairs", "minimizer"])
 @pytest.mark.parametrize("where", ["simulator", "gpu"])
-def test_mapping_on_gpu_equals_cpu(where, paired):
-    res = run_check("compare_mapping", where, 150 if where == "simulator" else 2000, paired)
+def test_mapping_on_gpu_equals_cpu(where, paired, seeder):
+    res = run_check("compare_mapping", where, 150 if where == "simulator" else 2000, paired, seeder)
     assert res["same"] and res["records"] > 150
     assert res["on_gpu"] == ["seed", "filter", "extend"] and res["on_cpu"] == []

@@ -32,7 +32,7 @@ from pymap.kernels.minimizer_index import (ORDERS, build as build_arrays, flag_o
                                            table_consistent, wide_values)
 from pymap.kernels.minimizers import RULES
 from pymap.kernels.select import MAPQ_MAX
-from pymap.plugins import Seeder, choice_option, int_option
+from pymap.plugins import Seeder, choice_option, int_option, resolve_device
 
 #: bumped when the index content changes meaning (hash, layout); part of the mismatch check
 INDEX_VERSION = 2
@@ -170,13 +170,14 @@ class MinimizerIndex:
 
 
 class MinimizerSeeder(Seeder):
-    """Signature-restricted (w, m) minimizers, all occurrences indexed, hits chained by diagonal."""
+    """Signature-restricted (w, m) minimizers, all occurrences indexed, hits chained by diagonal.
+    device (cpu, gpu or auto): the queries on a CUDA GPU, the table resident there (the same candidates)."""
     name = "minimizer"
     #: `--all`: every location within e wanted: room for many candidates a read, none dropped for weak support
     all_locations_defaults = {"max_cands": 1000, "min_frac": 0.0}
 
     def __init__(self, m=None, w=None, rule=None, order=None, max_occ=None, max_cands=DEFAULT_MAX_CANDS,
-                 min_hits=DEFAULT_MIN_HITS, min_frac=DEFAULT_MIN_FRAC):
+                 min_hits=DEFAULT_MIN_HITS, min_frac=DEFAULT_MIN_FRAC, device="cpu"):
         self.m = None if m is None else _m_option(m)
         self.w = None if w is None else int_option("w", w, 1, 255)
         self.rule = None if rule is None else choice_option("rule", rule, RULES)
@@ -190,6 +191,8 @@ class MinimizerSeeder(Seeder):
                 or not 0 <= float(min_frac) <= 1:
             raise ValueError(f"min_frac must be a number in 0..1, got {min_frac!r}")
         self.min_frac = float(min_frac)
+        self.device = resolve_device(device)
+        self.timing = {}               # on the GPU: kernel_ms, cpu_reads (hits over the device buffers)
         self.stats = {"reads": 0, "no_minimizer": 0, "all_masked": 0, "mostly_masked": 0}
 
     # ---------------------------------------------------------------- parameters
@@ -258,9 +261,13 @@ class MinimizerSeeder(Seeder):
             r1 = min(n, r0 + sub)
             offs = offsets[r0:r1 + 1] - offsets[r0]
             sl = codes[int(offsets[r0]):int(offsets[r1])]
-            read, strand, pos, rep = query_batch(sl, offs, max_edits[r0:r1], p["m"], p["w"], RULES[p["rule"]],
-                                                 ORDERS[p["order"]], p["max_occ"], self.min_hits,
-                                                 self.min_frac, self.max_cands, index.arrays)
+            args = (sl, offs, max_edits[r0:r1], p["m"], p["w"], RULES[p["rule"]], ORDERS[p["order"]], p["max_occ"],
+                    self.min_hits, self.min_frac, self.max_cands, index.arrays)
+            if self.device == "gpu":
+                from pymap.kernels.minimizer_index_cuda import query_batch_cuda
+                read, strand, pos, rep = query_batch_cuda(*args, timing=self.timing)
+            else:
+                read, strand, pos, rep = query_batch(*args)
             parts.append(((read + r0).astype(np.int32), strand, pos, *rep))
         cat = [np.concatenate([q[i] for q in parts]) if len(parts) > 1 else parts[0][i] for i in range(6)]
         seeds, masked, masked_max = cat[3], cat[4], cat[5]

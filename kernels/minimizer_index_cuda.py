@@ -1,0 +1,155 @@
+"""The minimizer seeder's queries on CUDA: kernels.minimizer_index's per-read steps compiled for the GPU.
+
+One thread per read, grid-stride. A thread runs the CPU's own scan_minimizers, lookup_seeds,
+seed_hits and pick_clusters on fixed-size scratch columns (thread-minor) against the device-resident
+table; a read with more hits than HIT_CAPACITY (a repeat) is flagged and queried by the CPU kernel
+instead, so the candidates are the CPU's in every case (docs/gpu.md).
+"""
+import numpy as np
+from numba import config as numba_config
+
+from pymap.kernels import minimizer_index as cpu
+from pymap.kernels.cuda_support import cuda, gpu_lock, on_gpus, resident, thread_scratch
+from pymap.kernels.minimizers import ring_size
+
+#: hits one read may have on the device (more: the read is queried on the CPU)
+HIT_CAPACITY = 256
+THREADS_PER_BLOCK = 128
+MAX_THREADS = 1 << 16
+
+if numba_config.ENABLE_CUDASIM:
+    def _host(f):
+        """The simulator runs kernels in Python: hand the CPU function plain NumPy arrays."""
+        return lambda *args: f(*[getattr(a, "_ary", a) for a in args])
+    scan_minimizers, lookup_seeds, seed_hits, pick_clusters = (
+        _host(cpu.scan_minimizers), _host(cpu.lookup_seeds), _host(cpu.seed_hits), _host(cpu.pick_clusters))
+else:
+    scan_minimizers, lookup_seeds, seed_hits, pick_clusters = (
+        cpu.scan_minimizers, cpu.lookup_seeds, cpu.seed_hits, cpu.pick_clusters)
+
+
+@cuda.jit(cache=True)
+def _k_query(codes, offsets, max_edits, m, w, rule, order, low_bits, flag, max_occ, min_hits, min_frac, max_cands,
+             bucket, keys, val, val_hi, multi, multi_hi, s_ring, s_oring, s_mk, s_mo, s_lk, s_h0, s_h1, s_stamp,
+             s_cpos, s_csup, s_ctmp, s_apos, s_asup, s_aidx, s_cursor, out_strand, out_pos, out_cnt, n_seeds,
+             n_masked, masked_max, overflow):
+    t = cuda.grid(1)
+    nt = s_ring.shape[1]
+    if t >= nt:
+        return
+    ring = s_ring[:, t]
+    oring = s_oring[:, t]
+    mk = s_mk[:, t]
+    mo = s_mo[:, t]
+    lk = s_lk[:, :, t]
+    h0 = s_h0[:, t]
+    h1 = s_h1[:, t]
+    stamp = s_stamp[:, t]
+    cpos = s_cpos[:, t]
+    csup = s_csup[:, t]
+    ctmp = s_ctmp[:, t]
+    apos = s_apos[:, t]
+    asup = s_asup[:, t]
+    aidx = s_aidx[:, t]
+    cursor = s_cursor[:, t]
+    for k in range(stamp.shape[0]):
+        stamp[k] = 0
+    st = 0
+    for r in range(t, out_cnt.shape[0], nt):
+        a = offsets[r]
+        b = offsets[r + 1]
+        L = b - a
+        out_cnt[r] = 0
+        n_seeds[r] = 0
+        n_masked[r] = 0
+        masked_max[r] = 0
+        if L < w + m - 1:
+            continue
+        cursor[0] = 0
+        scan_minimizers(codes, a, b, m, w, rule, order, ring, oring, mk, mo, cursor, 2 * m, True, -1)
+        ns = cursor[0]
+        n_seeds[r] = ns
+        if ns == 0:
+            continue
+        total, nm, mmax = lookup_seeds(mk, ns, bucket, keys, val, val_hi, multi, multi_hi, low_bits, flag,
+                                       max_occ, lk)
+        n_masked[r] = nm
+        masked_max[r] = mmax
+        if total == 0:
+            continue
+        if total > h0.shape[0]:
+            overflow[r] = 1
+            continue
+        n0, n1 = seed_hits(mk, mo, lk, ns, a, L, m, val, val_hi, multi, multi_hi, h0, h1)
+        nc, st = pick_clusters(h0, n0, h1, n1, max_edits[r], min_hits, min_frac, max_cands, stamp, st, cpos, csup,
+                               ctmp, apos, asup, aidx, out_strand, out_pos, r * max_cands)
+        out_cnt[r] = nc
+
+
+def query_batch_cuda(codes, offsets, max_edits, m, w, rule, order, max_occ, min_hits, min_frac, max_cands, arrays,
+                     timing=None):
+    """kernels.minimizer_index.query_batch on the GPUs (the reads split evenly over every visible one),
+    the same arguments and results; the table is copied to each device once. timing: a dict whose
+    "kernel_ms" gets the kernels' time (CUDA events) and "cpu_reads" the reads left to the CPU."""
+    n = offsets.shape[0] - 1
+    out = cpu.query_buffers(n, max_cands)
+    if n == 0:
+        return cpu.compact(*out, max_cands)
+    a = arrays
+    low_bits, flag = cpu.low_bits_of(a, m), cpu.flag_of(cpu.wide_values(a))
+    maxl = int(np.max(np.diff(offsets)))
+    hc = HIT_CAPACITY
+    over = np.zeros(n, np.uint8)
+
+    def part(lo, hi):                              # reads lo..hi-1 on the current GPU
+        k = hi - lo
+        nt = 32 if numba_config.ENABLE_CUDASIM else min(MAX_THREADS, -(-k // THREADS_PER_BLOCK) * THREADS_PER_BLOCK)
+        tpb = min(nt, THREADS_PER_BLOCK)
+        with gpu_lock("minimizer"):                # one scratch per GPU
+            stream = cuda.stream()
+            d_table = [resident(a[name]) for name in ("bucket", "keys", "val", "val_hi", "multi", "multi_hi")]
+            d_codes = resident(codes)
+            d_in = [cuda.to_device(np.ascontiguousarray(x, np.int64), stream=stream)
+                    for x in (offsets[lo:hi + 1], max_edits[lo:hi])]
+            i64 = np.int64
+            scratch = thread_scratch("minimizer", [
+                ((ring_size(w),), i64), ((ring_size(w),), i64), ((maxl,), i64), ((maxl,), i64), ((maxl, 3), i64),
+                ((hc,), i64), ((hc,), i64), ((maxl,), i64), ((hc + 2,), i64), ((hc + 2,), i64),
+                ((8 * (hc + 2),), i64), ((2 * (hc + 2),), i64), ((2 * (hc + 2),), i64), ((2 * (hc + 2),), i64),
+                ((1,), i64)], nt)
+            d_out = [cuda.device_array(k * max_cands, np.int8, stream=stream),
+                     cuda.device_array(k * max_cands, np.int64, stream=stream)]
+            d_out += [cuda.device_array(k, np.int64, stream=stream) for _ in range(4)]
+            d_over = cuda.to_device(np.zeros(k, np.uint8), stream=stream)
+            ev0, ev1 = cuda.event(), cuda.event()
+            ev0.record(stream)
+            _k_query[nt // tpb, tpb, stream](d_codes, *d_in, m, w, rule, order, low_bits, flag, max_occ, min_hits,
+                                             float(min_frac), max_cands, *d_table, *scratch, *d_out, d_over)
+            ev1.record(stream)
+            d_out[0].copy_to_host(out[0][lo * max_cands:hi * max_cands], stream=stream)
+            d_out[1].copy_to_host(out[1][lo * max_cands:hi * max_cands], stream=stream)
+            for j in range(2, 6):
+                d_out[j].copy_to_host(out[j][lo:hi], stream=stream)
+            d_over.copy_to_host(over[lo:hi], stream=stream)
+            stream.synchronize()
+        return ev0.elapsed_time(ev1)
+
+    times = [t for _, _, t in on_gpus(n, part)]
+    redo = np.flatnonzero(over)
+    if timing is not None:                         # the GPUs run side by side: the slowest one's time
+        timing["kernel_ms"] = timing.get("kernel_ms", 0.0) + max(times)
+        timing["cpu_reads"] = timing.get("cpu_reads", 0) + int(redo.size)
+    if redo.size:                                  # reads with too many hits: the CPU kernel
+        lengths = offsets[redo + 1] - offsets[redo]
+        sub_off = np.zeros(redo.size + 1, np.int64)
+        np.cumsum(lengths, out=sub_off[1:])
+        take = np.repeat(offsets[redo] - sub_off[:-1], lengths) + np.arange(sub_off[-1], dtype=np.int64)
+        sub = cpu.query_buffers(redo.size, max_cands)
+        cpu.query_into(codes[take], sub_off, max_edits[redo], m, w, rule, order, max_occ, min_hits, min_frac,
+                       max_cands, a, *sub)
+        rows = (redo[:, None] * max_cands + np.arange(max_cands)[None, :]).reshape(-1)
+        out[0][rows] = sub[0]
+        out[1][rows] = sub[1]
+        for j in range(2, 6):
+            out[j][redo] = sub[j]
+    return cpu.compact(*out, max_cands)
