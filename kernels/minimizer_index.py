@@ -387,52 +387,99 @@ def build(codes, offsets, m, w, rule, order, max_occ, piece=PIECE, wide=False, p
             "multi_hi": np.concatenate(out_multi_hi)}
 
 
-@njit(cache=True, nogil=True)
 def table_consistent(bucket, keys, val, val_hi, multi, multi_hi, flag, max_occ, genome, low_bits):
     """True when the arrays can be queried without reading outside them: bucket ascending from 0 to
     len(keys), keys below 2^low_bits and ascending within each bucket, every single occurrence and every
     stored occurrence inside the genome, and the records of val tiling multi in key order (each a count
-    >= 2, then that many occurrences unless masked). One pass, no temporary arrays."""
+    >= 2, then that many occurrences unless masked). Threads over ranges of buckets and of keys (each
+    range's records are checked on their own, then that they follow one another); no temporary arrays
+    beyond one entry a range."""
     K = keys.shape[0]
     M = multi.shape[0]
     if val.shape[0] != K or np.int64(bucket[0]) != 0 or np.int64(bucket[bucket.shape[0] - 1]) != K:
         return False
-    wide = val_hi.shape[0] != 0 or multi_hi.shape[0] != 0
-    if wide and (val_hi.shape[0] != K or multi_hi.shape[0] != M):
+    if (val_hi.shape[0] or multi_hi.shape[0]) and (val_hi.shape[0] != K or multi_hi.shape[0] != M):
         return False
+    bb = np.asarray(range_bounds(bucket.shape[0] - 1, 1 << 14), np.int64)
+    ok = np.ones(max(bb.shape[0] - 1, 1), np.bool_)
+    run_ranges(_buckets_ok, bb, bb, bucket, keys, low_bits, ok)
+    if not ok.all():
+        return False
+    kb = np.asarray(range_bounds(K, 1 << 16), np.int64)
+    n = max(kb.shape[0] - 1, 1)
+    ok = np.ones(n, np.bool_)
+    first = np.full(n, -1, np.int64)
+    end = np.full(n, -1, np.int64)
+    run_ranges(_records_ok, kb, kb, val, val_hi, multi, multi_hi, flag, max_occ, genome, first, end, ok)
+    if not ok.all():
+        return False
+    j = 0
+    for f, e in zip(first.tolist(), end.tolist()):
+        if f < 0:
+            continue
+        if f != j:
+            return False
+        j = e
+    return j == M
+
+
+@njit(cache=True, nogil=True)
+def _buckets_ok(t0, t1, bounds, bucket, keys, low_bits, ok):
+    """table_consistent's bucket and key checks for buckets t0..t1-1 (ok[its range] cleared if not)."""
     lim = np.uint64(1) << np.uint64(low_bits) if low_bits < 64 else np.uint64(0)
-    for t in range(bucket.shape[0] - 1):
+    good = True
+    for t in range(t0, t1):
         lo = np.int64(bucket[t])
         hi = np.int64(bucket[t + 1])
-        if hi < lo:
-            return False
+        if hi < lo or hi > keys.shape[0]:
+            good = False
+            break
         for i in range(lo, hi):
             x = np.uint64(keys[i])
-            if low_bits < 64 and x >= lim:
-                return False
-            if i > lo and x <= np.uint64(keys[i - 1]):
-                return False
-    j = np.int64(0)
-    for i in range(K):
+            if (low_bits < 64 and x >= lim) or (i > lo and x <= np.uint64(keys[i - 1])):
+                good = False
+                break
+        if not good:
+            break
+    ok[np.searchsorted(bounds, t0)] = good
+
+
+@njit(cache=True, nogil=True)
+def _records_ok(i0, i1, bounds, val, val_hi, multi, multi_hi, flag, max_occ, genome, first, end, ok):
+    """table_consistent's value checks for keys i0..i1-1: their records must follow one another in
+    multi from the first one's (first[range]; end[range]: where the next range's must start)."""
+    r = np.searchsorted(bounds, i0)
+    M = multi.shape[0]
+    j = np.int64(-1)
+    for i in range(i0, i1):
         v = value_at(val, val_hi, i)
         if (v & flag) == 0:
             if (v >> 1) >= genome or v < 0:
-                return False
+                ok[r] = False
+                return
             continue
-        if (v & ~flag) != j or j >= M:
-            return False
+        p = v & ~flag
+        if j < 0:
+            first[r] = p
+            j = p
+        if p != j or j >= M:
+            ok[r] = False
+            return
         c = value_at(multi, multi_hi, j)
         if c < 2:
-            return False
+            ok[r] = False
+            return
         j += 1
         if c <= max_occ:
             if j + c > M:
-                return False
+                ok[r] = False
+                return
             for t in range(j, j + c):
                 if (value_at(multi, multi_hi, t) >> 1) >= genome:
-                    return False
+                    ok[r] = False
+                    return
             j += c
-    return j == M
+    end[r] = j
 
 
 # ------------------------------------------------------------------------------------------ lookups
