@@ -14,7 +14,7 @@ import numpy as np
 from numba import config as numba_config
 
 from pymap.kernels import affine as cpu
-from pymap.kernels.cuda_support import cuda, gpu_lock, on_gpus, resident, thread_scratch
+from pymap.kernels.cuda_support import cuda, gpu_lock, kernel_callable, on_gpus, resident, thread_scratch
 
 #: CIGAR ops kept per candidate on the device
 SLOT = 16
@@ -24,12 +24,7 @@ MAX_THREADS = 1 << 17
 #: scratch bytes per launch at most (longer reads or wider bands get fewer threads)
 MAX_SCRATCH = 1 << 31
 
-if numba_config.ENABLE_CUDASIM:
-    def _one(*args):
-        """The simulator runs the kernel in Python: hand the CPU function plain NumPy arrays."""
-        return cpu._one(*[getattr(a, "_ary", a) for a in args])
-else:
-    _one = cpu._one
+_one = kernel_callable(cpu._one)
 
 
 @cuda.jit(cache=True)

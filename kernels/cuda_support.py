@@ -94,6 +94,15 @@ def release():
                 pending.clear()
 
 
+def kernel_callable(f):
+    """An @njit function as CUDA kernels call it: f itself on a GPU (Numba compiles it for the
+    device); under the simulator, which runs kernels in Python, a wrapper that hands f plain NumPy
+    arrays instead of the simulator's device arrays."""
+    if not _simulator():
+        return f
+    return lambda *args: f(*[getattr(a, "_ary", a) for a in args])
+
+
 def gpu_count():
     """Visible GPUs (the simulator counts as one)."""
     return max(1, len(cuda.gpus)) if not _simulator() else 1
@@ -134,4 +143,5 @@ def on_gpus(n, work):
         return list(pool.map(run, range(k)))
 
 
-__all__ = ["cuda", "cuda_available", "gpu_count", "gpu_lock", "on_gpus", "resident", "thread_scratch"]
+__all__ = ["cuda", "cuda_available", "gpu_count", "gpu_lock", "kernel_callable", "on_gpus", "resident",
+           "thread_scratch"]

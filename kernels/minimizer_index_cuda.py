@@ -9,7 +9,7 @@ import numpy as np
 from numba import config as numba_config
 
 from pymap.kernels import minimizer_index as cpu
-from pymap.kernels.cuda_support import cuda, gpu_lock, on_gpus, resident, thread_scratch
+from pymap.kernels.cuda_support import cuda, gpu_lock, kernel_callable, on_gpus, resident, thread_scratch
 from pymap.kernels.minimizers import ring_size
 
 #: hits one read may have on the device (more: the read is queried on the CPU)
@@ -17,15 +17,8 @@ HIT_CAPACITY = 256
 THREADS_PER_BLOCK = 128
 MAX_THREADS = 1 << 16
 
-if numba_config.ENABLE_CUDASIM:
-    def _host(f):
-        """The simulator runs kernels in Python: hand the CPU function plain NumPy arrays."""
-        return lambda *args: f(*[getattr(a, "_ary", a) for a in args])
-    scan_minimizers, lookup_seeds, seed_hits, pick_clusters = (
-        _host(cpu.scan_minimizers), _host(cpu.lookup_seeds), _host(cpu.seed_hits), _host(cpu.pick_clusters))
-else:
-    scan_minimizers, lookup_seeds, seed_hits, pick_clusters = (
-        cpu.scan_minimizers, cpu.lookup_seeds, cpu.seed_hits, cpu.pick_clusters)
+scan_minimizers, lookup_seeds, seed_hits, pick_clusters = map(
+    kernel_callable, (cpu.scan_minimizers, cpu.lookup_seeds, cpu.seed_hits, cpu.pick_clusters))
 
 
 @cuda.jit(cache=True)

@@ -13,22 +13,15 @@ from numba import config as numba_config
 
 from pymap.kernels import diagonal_clusters as dc
 from pymap.kernels import nbindex_query as cpu
-from pymap.kernels.cuda_support import cuda, gpu_lock, on_gpus, resident, thread_scratch
+from pymap.kernels.cuda_support import cuda, gpu_lock, kernel_callable, on_gpus, resident, thread_scratch
 
 #: hits one read strand may have on the device (more: the read is seeded on the CPU)
 HIT_CAPACITY = 512
 THREADS_PER_BLOCK = 128
 MAX_THREADS = 1 << 17
 
-if numba_config.ENABLE_CUDASIM:
-    def _host(f):
-        """The simulator runs kernels in Python: hand the CPU function plain NumPy arrays."""
-        return lambda *args: f(*[getattr(a, "_ary", a) for a in args])
-    pattern_rows, phf_stages, push_positions, cluster_hits = (
-        _host(cpu.pattern_rows), _host(cpu.phf_stages), _host(cpu.push_positions), _host(dc.cluster_hits))
-else:
-    pattern_rows, phf_stages, push_positions, cluster_hits = (
-        cpu.pattern_rows, cpu.phf_stages, cpu.push_positions, dc.cluster_hits)
+pattern_rows, phf_stages, push_positions, cluster_hits = map(
+    kernel_callable, (cpu.pattern_rows, cpu.phf_stages, cpu.push_positions, dc.cluster_hits))
 
 
 @cuda.jit(cache=True)

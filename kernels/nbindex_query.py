@@ -176,35 +176,45 @@ def _push(hits, nh, x):
     return hits
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _patterns(L, W, step):
+    """(number of patterns, last offset) of a read of L bases: width W at offsets 0, step, 2 step, ...
+    and L - W; (0, -1) when the read is shorter than a pattern."""
+    if L < W:
+        return 0, -1
+    last = L - W
+    npat = last // step + 1
+    if last % step != 0:
+        npat += 1
+    return npat, last
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _pattern(seq, i, step, last, care, span, ln):
+    """(offset, seed key, neighborhood) of pattern i of an oriented read; offset -1 when the pattern
+    holds a non-ACGT base."""
+    o = i * step if i * step <= last else last
+    for q in range(span + ln):
+        if seq[o + q] > 3:
+            return np.int64(-1), np.int64(0), np.int64(0)
+    key = np.int64(0)
+    for q in range(care.shape[0]):
+        key = (key << 2) | seq[o + care[q]]
+    return np.int64(o), key, np.int64(pack_nb(seq, o + span, ln))
+
+
 @njit(cache=True, nogil=True)
 def pattern_rows(seq, care, span, ln, step, e_nb, work, var, combo):
     """One work row per pattern s_i b_i of an oriented read (offsets 0, step, 2 step, ... and the
     last one; patterns with a non-ACGT base skipped) and per degenerated b within e_nb substitutions:
     columns 0 pattern index, 1 seed key, 2 neighborhood, 3 offset. Returns (rows, npatterns); rows
     is -1 when work has too few rows. Allocates nothing (the CUDA seeder calls it too)."""
-    L = seq.shape[0]
-    W = span + ln
-    if L < W:
-        return 0, 0
-    last = L - W
-    npat = last // step + 1
-    if last % step != 0:
-        npat += 1
-    ncare = care.shape[0]
+    npat, last = _patterns(seq.shape[0], span + ln, step)
     ni = 0
     for i in range(npat):
-        o = i * step if i * step <= last else last
-        bad = False
-        for q in range(W):
-            if seq[o + q] > 3:
-                bad = True
-                break
-        if bad:
+        o, key, nb = _pattern(seq, i, step, last, care, span, ln)
+        if o < 0:
             continue
-        key = np.int64(0)
-        for q in range(ncare):
-            key = (key << 2) | seq[o + care[q]]
-        nb = pack_nb(seq, o + span, ln)
         nv = 1
         var[0] = nb
         if e_nb > 0:
@@ -274,29 +284,12 @@ def collect_hits(seq, care, span, ln, step, e_nb, max_occ, blk, g, slots, pos, b
 @njit(cache=True, nogil=True)
 def _collect_list(seq, care, span, ln, step, e_nb, max_occ, blk, slots, pos, pos_nb, hits, work):
     """collect_hits for the 'list' layout: each pattern's block scanned under the Hamming distance."""
-    L = seq.shape[0]
-    W = span + ln
     nh = np.int64(0)
-    if L < W:
-        return hits, nh, 0, work
-    last = L - W
-    npat = last // step + 1
-    if last % step != 0:
-        npat += 1
-    ncare = care.shape[0]
+    npat, last = _patterns(seq.shape[0], span + ln, step)
     for i in range(npat):
-        o = i * step if i * step <= last else last
-        bad = False
-        for q in range(W):
-            if seq[o + q] > 3:
-                bad = True
-                break
-        if bad:
+        o, key, nb = _pattern(seq, i, step, last, care, span, ln)
+        if o < 0:
             continue
-        key = np.int64(0)
-        for q in range(ncare):
-            key = (key << 2) | seq[o + care[q]]
-        nb = pack_nb(seq, o + span, ln)
         a = np.int64(slots[np.int64(blk[key, 0]), 1])
         b = np.int64(slots[np.int64(blk[key + 1, 0]), 1])
         j = a

@@ -71,11 +71,30 @@ def test_affine_cuda_equals_cpu(where):
 
 # ------------------------------------------------------------------------------------- seeder
 
+def sampled_reads(rng, codes, n_reads, max_subs, n_every):
+    """A ReadBatch of n_reads reads of 60, 100 or 150 bases cut from codes, each with up to max_subs
+    substitutions, every n_every-th with an N."""
+    from pymap.batch import ReadBatch
+    seqs = []
+    for i in range(n_reads):
+        L = int(rng.choice([60, 100, 150]))
+        p = int(rng.integers(0, codes.size - L))
+        r = codes[p:p + L].copy()
+        k = rng.integers(0, L, int(rng.integers(0, max_subs + 1)))
+        r[k] = (r[k] + 1) % 4
+        if i % n_every == 0:
+            r[int(rng.integers(0, L))] = 4
+        seqs.append(r)
+    offsets = np.zeros(n_reads + 1, np.int64)
+    np.cumsum([r.size for r in seqs], out=offsets[1:])
+    return ReadBatch(np.concatenate(seqs), offsets, np.zeros(0, np.uint8), np.zeros(n_reads + 1, np.int64),
+                     np.zeros(0, np.uint8)).with_rc()
+
+
 def compare_seeding(n_reads, e_nb):
     """The neighborhood seeder's candidates on the GPU against the CPU's: random contigs with
     repeat copies (reads there overflow the device's hit buffers and are seeded by the CPU), reads
     with errors and N, lossy and lossless steps."""
-    from pymap.batch import ReadBatch
     from pymap.reference import Reference
     from pymap.seeders.neighborhood import NeighborhoodSeeder
     rng = np.random.default_rng(7)
@@ -83,20 +102,7 @@ def compare_seeding(n_reads, e_nb):
     parts = [rng.integers(0, 4, 20000).astype(np.uint8)] + [unit] * 40 + [rng.integers(0, 4, 20000).astype(np.uint8)]
     codes = np.concatenate(parts)
     ref = Reference(["c1", "c2"], np.array([0, 30000, codes.size], np.int64), codes, "test")
-    seqs = []
-    for i in range(n_reads):
-        L = int(rng.choice([60, 100, 150]))
-        p = int(rng.integers(0, codes.size - L))
-        r = codes[p:p + L].copy()
-        k = rng.integers(0, L, int(rng.integers(0, 6)))
-        r[k] = (r[k] + 1) % 4
-        if i % 17 == 0:
-            r[int(rng.integers(0, L))] = 4
-        seqs.append(r)
-    offsets = np.zeros(n_reads + 1, np.int64)
-    np.cumsum([r.size for r in seqs], out=offsets[1:])
-    batch = ReadBatch(np.concatenate(seqs), offsets, np.zeros(0, np.uint8), np.zeros(n_reads + 1, np.int64),
-                      np.zeros(0, np.uint8)).with_rc()
+    batch = sampled_reads(rng, codes, n_reads, max_subs=5, n_every=17)
     max_e = np.full(n_reads, 8, np.int32)
     bad = []
     overflowed = 0
@@ -125,7 +131,6 @@ def compare_minimizer_seeding(n_reads):
     """The minimizer seeder's candidates on the GPU against the CPU's: a genome with a 300-copy repeat
     (reads there have more hits than the device buffers hold and are queried by the CPU), reads with
     errors and N, both strands."""
-    from pymap.batch import ReadBatch
     from pymap.reference import Reference
     from pymap.seeders.minimizer import MinimizerSeeder
     rng = np.random.default_rng(11)
@@ -133,20 +138,7 @@ def compare_minimizer_seeding(n_reads):
     codes = np.concatenate([rng.integers(0, 4, 60000).astype(np.uint8), np.tile(unit, 300),
                             rng.integers(0, 4, 60000).astype(np.uint8)])
     ref = Reference(["c1", "c2"], np.array([0, 100000, codes.size], np.int64), codes, "test")
-    seqs = []
-    for i in range(n_reads):
-        L = int(rng.choice([60, 100, 150]))
-        p = int(rng.integers(0, codes.size - L))
-        r = codes[p:p + L].copy()
-        k = rng.integers(0, L, int(rng.integers(0, 4)))
-        r[k] = (r[k] + 1) % 4
-        if i % 13 == 0:
-            r[int(rng.integers(0, L))] = 4
-        seqs.append(r)
-    offsets = np.zeros(n_reads + 1, np.int64)
-    np.cumsum([r.size for r in seqs], out=offsets[1:])
-    batch = ReadBatch(np.concatenate(seqs), offsets, np.zeros(0, np.uint8), np.zeros(n_reads + 1, np.int64),
-                      np.zeros(0, np.uint8)).with_rc()
+    batch = sampled_reads(rng, codes, n_reads, max_subs=3, n_every=13)
     max_e = np.full(n_reads, 8, np.int32)
     bad, cpu_reads = [], 0
     for opts in ({}, {"min_frac": 0.0, "max_cands": 5}):
