@@ -229,10 +229,10 @@ def load_index(path, expect=None, verify=True):
         raise IndexCorrupt(f"{path}: damaged index header (duplicate array names); {REBUILD_HINT}")
     if size < end:
         raise IndexCorrupt(f"{path}: truncated index file ({size} bytes, {end} expected); {REBUILD_HINT}")
+    if verify:
+        _verify(path, records)
     mm = np.memmap(path, dtype=np.uint8, mode="c") if size else np.zeros(0, np.uint8)
     raws = [np.asarray(mm[rec["offset"]:rec["offset"] + rec["nbytes"]]) for rec in records]
-    if verify:
-        _verify(path, records, raws)
     arrays = {rec["name"]: raw.view(np.dtype(rec["dtype"])).reshape(rec["shape"])
               for rec, raw in zip(records, raws)}
     meta = dict(meta)
@@ -240,13 +240,30 @@ def load_index(path, expect=None, verify=True):
     return meta, arrays
 
 
-def _verify(path, records, raws):
-    """IndexCorrupt naming the first array with a chunk whose CRC32 differs."""
+def _verify(path, records):
+    """IndexCorrupt naming the first array with a chunk whose CRC32 differs. The chunks are read from
+    the file into one buffer per thread, not through the memory map: checking a 5 GB index would
+    otherwise leave all of it mapped into the process (resident) before mapping needs any of it."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
-    work = [(i, chunk, want) for i, raw in enumerate(raws) for chunk, want in zip(_chunks(raw), records[i]["crc32"])]
+    work = [(i, rec["offset"] + k * CHUNK, min(CHUNK, rec["nbytes"] - k * CHUNK), want)
+            for i, rec in enumerate(records) for k, want in enumerate(rec["crc32"])]
     threads = max(1, min(VERIFY_THREADS, os.cpu_count() or 1, len(work)))
-    with ThreadPoolExecutor(threads) as pool:
-        ok = list(pool.map(lambda w: _crc(w[1]) == w[2], work))
+    local = threading.local()
+    fd = os.open(path, os.O_RDONLY)
+
+    def check(w):
+        _, offset, length, want = w
+        if getattr(local, "buf", None) is None:
+            local.buf = bytearray(CHUNK)
+        view = memoryview(local.buf)[:length]
+        return os.preadv(fd, [view], offset) == length and (zlib.crc32(view) & 0xFFFFFFFF) == want
+
+    try:
+        with ThreadPoolExecutor(threads) as pool:
+            ok = list(pool.map(check, work))
+    finally:
+        os.close(fd)
     bad = [work[j][0] for j, good in enumerate(ok) if not good]
     if bad:
         raise IndexCorrupt(f"{path}: damaged index array {records[bad[0]]['name']!r} (checksum mismatch); "
