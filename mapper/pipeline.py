@@ -102,7 +102,11 @@ class Pipeline:
             check_candidates(self.seeder, cands, mappable.size, self.ref.codes.shape[0])
             cands.read = mappable[cands.read].astype(np.int32)
         if caps is not None and cands.mapq_cap is not None:
-            caps[mappable] = np.minimum(np.asarray(cands.mapq_cap, np.int64), MAPQ_MAX)
+            cap = np.asarray(cands.mapq_cap)
+            if cap.shape != (mappable.size,) or not np.issubdtype(cap.dtype, np.integer):
+                raise PluginContractError(f"seeder {getattr(self.seeder, 'name', '?')!r}: mapq_cap must hold one "
+                                          f"integer per read ({mappable.size}), got {cap.dtype}{list(cap.shape)}")
+            caps[mappable] = np.minimum(cap.astype(np.int64), MAPQ_MAX)
         lengths = batch.lengths
         L = lengths[cands.read].astype(np.int64)
         e = maxe[cands.read].astype(np.int64)

@@ -137,6 +137,20 @@ def test_seeder_breaking_the_contract_is_reported(tmp_path, capsys, monkeypatch)
     assert not (tmp_path / "out.sam").exists()
 
 
+def test_seeder_mapq_cap_of_the_wrong_shape_is_reported(tmp_path, capsys, monkeypatch):
+    from pymap.seeders.neighborhood import NeighborhoodSeeder
+    real = NeighborhoodSeeder.candidates
+
+    def capped(self, index, batch, max_edits):
+        c = real(self, index, batch, max_edits)
+        c.mapq_cap = np.zeros(len(batch) + 1, np.int64)
+        return c
+    monkeypatch.setattr(NeighborhoodSeeder, "candidates", capped)
+    rc, err = _run(capsys, "align", REF, READS, "-o", tmp_path / "out.sam")
+    assert rc == 3 and "mapq_cap" in err
+    assert not (tmp_path / "out.sam").exists()
+
+
 def test_chain_options_reach_only_the_stages_that_take_them(tmp_path, capsys):
     out = tmp_path / "out.sam"
     rc, err = _run(capsys, "align", REF, READS, "--filter", "gatekeeper-gpu,sneakysnake", "--device", "cpu",
