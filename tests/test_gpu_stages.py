@@ -205,3 +205,22 @@ def test_mapping_on_gpu_equals_cpu(where, paired, seeder):
     res = run_check("compare_mapping", where, 150 if where == "simulator" else 2000, paired, seeder)
     assert res["same"] and res["records"] > 150
     assert res["on_gpu"] == ["seed", "filter", "extend"] and res["on_cpu"] == []
+
+
+def test_device_option_reaches_every_stage_that_has_one(tmp_path):
+    """--device sets seeder, filter and extender alike (auto: the GPU when one is usable); a stage
+    without a device option (a plugin, the edlib filter) is left alone; an explicit stage option wins."""
+    import shutil
+    from pymap import api
+    from pymap.kernels.cuda_support import cuda_available
+    from pymap.options import AlignOptions
+    ref = tmp_path / "lambda.fa"
+    shutil.copy(TESTS.parent / "examples" / "lambda.fa", ref)
+    want = "gpu" if cuda_available() else "cpu"
+    pipe = api.make_pipeline(str(ref), AlignOptions(device="auto", threads=1))
+    assert (pipe.seeder.device, pipe.filt.device, pipe.extender.device) == (want, want, want)
+    pipe = api.make_pipeline(str(ref), AlignOptions(device="auto", filter="edlib", threads=1,
+                                                    extender_opts={"device": "cpu"}))
+    assert not hasattr(pipe.filt, "device") and pipe.extender.device == "cpu" and pipe.seeder.device == want
+    pipe = api.make_pipeline(str(ref), AlignOptions(threads=1))
+    assert pipe.seeder.device == "cpu" and pipe.extender.device == "cpu"
