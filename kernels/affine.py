@@ -425,6 +425,82 @@ def _ungapped(read, ra, L, ref, pos, lo, hi, w, P, min_score):
     return np.int64(score), np.int64(m)
 
 
+#: q-gram length of the hopelessness test (4^Q bits of scratch a thread)
+Q = 8
+
+
+@njit(cache=True, nogil=True)
+def _qgram_floor(L, T, P):
+    """The fewest of a read's q-grams (q = Q) that must occur in its band window when some alignment
+    of the read (no N in read or window) has raw score >= T; -inf when no bound applies.
+
+    An alignment of aligned length A (read bases, insertions included) with score S leaves a penalty
+    a A - S. Of its A - q + 1 q-grams, those touching no edit are in the window; a mismatch spoils at
+    most q of them for a + b of penalty, an insertion of k bases k + q - 1 for oi + k (ei + a), a
+    deletion q - 1 for od + d ed, so at most R (a A - S) are spoiled, R the largest of these ratios.
+    Hence at least A - q + 1 - R (a A - T) q-grams occur, for some A in [T / a, L]: the bound is the
+    smaller of the two ends (the expression is linear in A)."""
+    a = P[P_MATCH]
+    if a <= 0 or L < Q:
+        return -1e300
+    r = max(Q / (a + P[P_MISMATCH]), Q / (P[P_OPEN_INS] + P[P_EXT_INS] + a), 1.0 / (P[P_EXT_INS] + a))
+    if P[P_OPEN_DEL] + P[P_EXT_DEL] > 0:
+        r = max(r, (Q - 1) / (P[P_OPEN_DEL] + P[P_EXT_DEL]))
+    else:
+        return -1e300
+    lo_a = T / a
+    f_lo = lo_a - Q + 1 - r * (a * lo_a - T)
+    f_hi = L - Q + 1 - r * (a * L - T)
+    return min(f_lo, f_hi)
+
+
+@njit(cache=True, nogil=True)
+def _hopeless(read, ra, L, ref, pos, lo, hi, w, P, min_score, bits):
+    """True when no alignment of the candidate can reach min_score (see _qgram_floor): too few of the
+    read's q-grams occur in the reference window its band can reach. False whenever the read or the
+    window holds an N (the bound does not cover them). bits: uint64[4^Q / 64] of zeros, left zeroed."""
+    need = _qgram_floor(L, min_score, P)
+    if need <= 0.0 or w < 0 or hi <= lo:
+        return False
+    dmin, dmax = _band_limits(L, pos, lo, hi, w)
+    if dmax < dmin:
+        return False
+    a0 = max(lo, pos + dmin)
+    a1 = min(hi, pos + L + dmax)
+    if a1 - a0 < Q:
+        return True                    # no q-gram fits the window, yet need > 0
+    mask = (np.int64(1) << (2 * Q)) - 1
+    for j in range(L):
+        if read[ra + j] > 3:
+            return False
+    x = np.int64(0)
+    bad = False
+    for c in range(a0, a1):
+        b = np.int64(ref[c])
+        if b > 3:
+            bad = True
+            break
+        x = ((x << 2) | b) & mask
+        if c - a0 >= Q - 1:
+            bits[x >> 6] |= np.uint64(1) << np.uint64(x & 63)
+    found = 0
+    if not bad:
+        x = np.int64(0)
+        for j in range(L):
+            x = ((x << 2) | np.int64(read[ra + j])) & mask
+            if j >= Q - 1 and (bits[x >> 6] >> np.uint64(x & 63)) & np.uint64(1):
+                found += 1
+    x = np.int64(0)                    # clear what was set
+    for c in range(a0, a1):
+        b = np.int64(ref[c])
+        if b > 3:
+            break
+        x = ((x << 2) | b) & mask
+        if c - a0 >= Q - 1:
+            bits[x >> 6] = np.uint64(0)
+    return (not bad) and found < need
+
+
 @njit(cache=True, nogil=True)
 def _one(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P,
          H, F, G, X, GC, Y, dirs, rev, out, i):
@@ -460,7 +536,15 @@ def _affine_batch(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_stran
     nch = (n + cs - 1) // cs
     for ch in prange(nch):
         H, F, G, X, GC, Y, dirs, rev, out = _scratch(maxl, maxb)
+        bits = np.zeros(1 << (2 * Q - 6), np.uint64)
         for i in range(ch * cs, min(n, (ch + 1) * cs)):
+            if c_min[i] > P[P_MIN]:        # a raised bar: skip candidates that provably cannot reach it
+                r = c_read[i]
+                ra = np.int64(read_offsets[r])
+                if _hopeless(rc_codes if c_strand[i] != 0 else read_codes, ra, np.int64(read_offsets[r + 1]) - ra,
+                             ref_codes, np.int64(c_pos[i]), np.int64(c_lo[i]), np.int64(c_hi[i]),
+                             np.int64(c_band[i]), P, c_min[i], bits):
+                    continue               # "no alignment", as the arrays were initialised
             s, a, b, x, y, z, k = _one(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos,
                                        c_lo, c_hi, c_band, c_min, P, H, F, G, X, GC, Y, dirs, rev, out, i)
             score[i] = s

@@ -630,3 +630,49 @@ def test_per_candidate_minimum_score():
         for a, b in zip(got[:6], exp[:6]):
             assert np.array_equal(a[sel], b[sel])
     assert (got[1] < 0).sum() > (ka.affine_align(*args, params=P)[1] < 0).sum()
+
+
+def test_qgram_bound_skips_only_hopeless_candidates():
+    """Candidates on diverged copies of a repeat with a raised minimum score: the q-gram bound
+    (kernels.affine._hopeless) skips many of them, and every result equals the DP's own."""
+    rng = np.random.default_rng(31)
+    unit = rng.integers(0, 4, 400).astype(np.uint8)
+    parts, starts = [], []
+    for div in np.linspace(0.0, 0.25, 24):
+        parts.append(rng.integers(0, 4, 300).astype(np.uint8))
+        copy = unit.copy()
+        k = rng.random(copy.size) < div
+        copy[k] = (copy[k] + rng.integers(1, 4, int(k.sum()))) % 4
+        starts.append(sum(p.size for p in parts))
+        parts.append(copy)
+    ref = np.concatenate(parts + [rng.integers(0, 4, 300).astype(np.uint8)])
+    items, mins = [], []
+    for r0 in range(0, 240, 30):                    # reads of 150 bases from the first (exact) copy
+        read = ref[starts[0] + r0:starts[0] + r0 + 150].copy()
+        for s in starts:                            # a candidate on every copy
+            for m in (1, 60, 100, 130):
+                items.append((read, ref, 0, s + r0 + int(rng.integers(-3, 4)), 0, ref.size, 16))
+                mins.append(m)
+    mins = np.array(mins, np.int64)
+    P = ka.make_params()
+    reads = [np.asarray(it[0], np.uint8) for it in items]
+    off = np.zeros(len(reads) + 1, np.int64)
+    off[1:] = np.cumsum([r.size for r in reads])
+    rc = np.concatenate(reads)
+    args = (rc, reverse_complement_batch(rc, off), off, ref, np.arange(len(items), dtype=np.int32),
+            np.zeros(len(items), np.int8), np.array([it[3] for it in items], np.int64),
+            np.zeros(len(items), np.int64), np.full(len(items), ref.size, np.int64), np.full(len(items), 16, np.int32))
+    got = ka.affine_align(*args, params=P, min_score=mins)
+    for m in np.unique(mins):
+        exp = ka.affine_align(*args, params=ka.make_params(min_score=int(m)))
+        sel = np.flatnonzero(mins == m)
+        for a, b in zip(got, exp):
+            if a.shape == b.shape and a.shape[0] == len(items):
+                assert np.array_equal(a[sel], b[sel])
+    bits = np.zeros(1 << (2 * ka.Q - 6), np.uint64)
+    skipped = sum(ka._hopeless(rc, off[i], 150, ref, args[6][i], 0, ref.size, 16, P, mins[i], bits)
+                  for i in range(len(items)) if mins[i] > 1)
+    assert skipped > len(items) // 8 and not bits.any()
+    full = ka.affine_align(*args, params=P)
+    assert all(full[0][i] < mins[i] for i in range(len(items))
+               if mins[i] > 1 and ka._hopeless(rc, off[i], 150, ref, args[6][i], 0, ref.size, 16, P, mins[i], bits))
