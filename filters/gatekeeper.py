@@ -32,8 +32,8 @@ def _choice(option, value, accepted):
 
 
 def _cuda_available():
-    from pymap.kernels.cuda_support import cuda_available
-    return cuda_available()
+    from pymap.plugins import gpu_usable
+    return gpu_usable()
 
 
 class GateKeeperGPUFilter(Filter):

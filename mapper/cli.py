@@ -142,13 +142,12 @@ def _add_count_parser(sub):
 
 def _count(args):
     """`pymap count`. On a bacterial genome start-up takes longer than the count itself, so this path
-    imports neither the mapping pipeline (pymap.api) nor SciPy (_numba_without_scipy)."""
+    does not import the mapping pipeline (pymap.api)."""
     from pymap import count
     jitcache.announce_compiles()
     opt = count.CountOptions(k=args.k, m=args.m, rule=args.rule, partitions=args.partitions,
                              threads=args.threads).check()
     histo = dict(low=args.low, high=args.high, increment=args.increment, full=args.full)
-    _numba_without_scipy()
     with _output(args.output) as fh:
         distinct, total = count.count_to_file(args.files, args.k, fh, histo=args.histo, histo_options=histo,
                                               options=opt)
@@ -220,6 +219,7 @@ def _output(path):
 
 
 def run(args, argv):
+    _numba_without_scipy()
     if args.command == "count":
         _count(args)
         return 0

@@ -224,3 +224,14 @@ def test_device_option_reaches_every_stage_that_has_one(tmp_path):
     assert not hasattr(pipe.filt, "device") and pipe.extender.device == "cpu" and pipe.seeder.device == want
     pipe = api.make_pipeline(str(ref), AlignOptions(threads=1))
     assert pipe.seeder.device == "cpu" and pipe.extender.device == "cpu"
+
+
+def test_gpu_usable_agrees_with_numba():
+    """The quick check (NVIDIA device files) gives Numba's answer; the simulator counts as a GPU."""
+    from pymap.kernels.cuda_support import cuda_available
+    from pymap.plugins import gpu_usable
+    assert gpu_usable() == cuda_available()
+    code = "from pymap.plugins import gpu_usable; print(gpu_usable())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, NUMBA_ENABLE_CUDASIM="1"))
+    assert out.stdout.strip() == "True", out.stderr[-2000:]
