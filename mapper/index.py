@@ -38,6 +38,9 @@ PRELUDE = struct.Struct("<8sIIQ40x")
 CHUNK = 1 << 24
 VERIFY_THREADS = 4
 REBUILD_HINT = "rebuild with `pymap index REF`"
+#: candidate slots (reads x max_cands, 17 bytes each) a seeder's query fills at once: longer batches
+#: are seeded in ranges of reads (in_read_ranges)
+OUTPUT_SLOTS = 1 << 23
 
 
 def _align(x):
@@ -283,6 +286,45 @@ def save_seeder_index(path, seeder, version, params, info, arrays):
     meta = {"seeder": seeder, "index_version": version, "params": params, "reference_checksum": info["checksum"],
             "contigs": {"names": info["names"], "lengths": info["lengths"]}}
     save_index(path, meta, arrays)
+
+
+def explicit_params(stage, keys):
+    """The build parameters among `keys` that a seeder instance was given (not None)."""
+    return {key: getattr(stage, key) for key in keys if getattr(stage, key) is not None}
+
+
+def load_keyed_seeder_index(path, seeder, version, reference, build_keys, check_build_params, hash_name, make,
+                            verify=True):
+    """load_seeder_index for a seeder whose build parameters are `build_keys` (checked by
+    check_build_params, in that order) and a hash function's name: the index object
+    make(params, info, arrays), its IndexCorrupt naming the file."""
+    def check(params):
+        checked = check_build_params(*(params.get(key) for key in build_keys))
+        if params.get("hash") != hash_name:
+            raise ValueError(f"hash {params.get('hash')!r}")
+        return {**params, **checked}
+    params, info, arrays = load_seeder_index(path, seeder.name, version, reference,
+                                             explicit_params(seeder, build_keys), check, verify)
+    try:
+        return make(params, info, arrays)
+    except IndexCorrupt as exc:
+        raise IndexCorrupt(f"{path}: {exc}") from None
+
+
+def in_read_ranges(batch, max_edits, per_read, query):
+    """Run query(codes, offsets, max_edits, first read) over ranges of a batch's reads small enough
+    that per_read output slots a read stay within OUTPUT_SLOTS, and concatenate the tuples of arrays
+    it returns (its first array: read numbers within the range, shifted here to the batch's)."""
+    n = len(batch)
+    offsets = np.ascontiguousarray(batch.offsets, dtype=np.int64)
+    codes = np.ascontiguousarray(batch.codes, dtype=np.uint8)
+    sub = max(1, OUTPUT_SLOTS // per_read)
+    parts = []
+    for r0 in range(0, n, sub):
+        r1 = min(n, r0 + sub)
+        out = query(codes[int(offsets[r0]):int(offsets[r1])], offsets[r0:r1 + 1] - offsets[r0], max_edits[r0:r1])
+        parts.append(((out[0] + r0).astype(np.int32),) + tuple(out[1:]))
+    return [np.concatenate([q[i] for q in parts]) if len(parts) > 1 else parts[0][i] for i in range(len(parts[0]))]
 
 
 def load_seeder_index(path, seeder, version, reference, explicit, check, verify=True):

@@ -433,13 +433,13 @@ def test_thread_count_does_not_change_candidates(sim_data):
         numba.set_num_threads(prev)
     assert as_tuples(*one) == as_tuples(*two)
     # sub-batching (bounded output buffers) changes nothing either
-    import pymap.seeders.minhash as M
-    old = M.OUTPUT_LIMIT
+    import pymap.index as M
+    old = M.OUTPUT_SLOTS
     try:
-        M.OUTPUT_LIMIT = 4 * 1000                          # sub-batches of 1000 reads
+        M.OUTPUT_SLOTS = 4 * 1000                          # sub-batches of 1000 reads
         three = seeder.candidates(index, make_batch(reads), me, scores=True)
     finally:
-        M.OUTPUT_LIMIT = old
+        M.OUTPUT_SLOTS = old
     assert as_tuples(*three) == as_tuples(*one)
 
 

@@ -360,13 +360,13 @@ def test_thread_count_does_not_change_candidates(sim_data):
         assert np.array_equal(index1.arrays[name], index2.arrays[name])
     assert as_tuples(one) == as_tuples(two)
     assert np.bincount(one.read).max() == 3
-    import pymap.seeders.minimizer as M
-    old = M.OUTPUT_LIMIT
+    import pymap.index as M
+    old = M.OUTPUT_SLOTS
     try:
-        M.OUTPUT_LIMIT = 3 * 1000                          # sub-batches of 1000 reads
+        M.OUTPUT_SLOTS = 3 * 1000                          # sub-batches of 1000 reads
         three = seeder.candidates(index1, make_batch(reads), me)
     finally:
-        M.OUTPUT_LIMIT = old
+        M.OUTPUT_SLOTS = old
     assert as_tuples(three) == as_tuples(one)
 
 

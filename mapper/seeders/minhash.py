@@ -35,8 +35,6 @@ DEFAULT_BUCKET_CAP = 254
 DEFAULT_MAX_CANDS = 16
 DEFAULT_MIN_HITS = 1
 
-#: candidate slots per query call (17 bytes each): longer batches are seeded in sub-batches
-OUTPUT_LIMIT = 1 << 23
 
 BUILD_KEYS = ("k", "sketch", "window", "stride", "bucket_cap")
 
@@ -151,9 +149,6 @@ class MinhashSeeder(Seeder):
         p.update(hash=HASH_NAME, load=LOAD)
         return p
 
-    def _explicit_params(self):
-        return {key: getattr(self, key) for key in BUILD_KEYS if getattr(self, key) is not None}
-
     # ---------------------------------------------------------------- index
     def index_path(self, ref_path):
         return f"{ref_path}.pymap.minhash.idx"
@@ -168,17 +163,8 @@ class MinhashSeeder(Seeder):
         idxfile.save_seeder_index(path, self.name, INDEX_VERSION, index.params, index.reference, index.arrays)
 
     def load_index(self, path, reference, verify=True):
-        def check(params):
-            checked = check_build_params(*(params.get(key) for key in BUILD_KEYS))
-            if params.get("hash") != HASH_NAME:
-                raise ValueError(f"hash {params.get('hash')!r}")
-            return {**params, **checked}
-        params, info, arrays = idxfile.load_seeder_index(path, self.name, INDEX_VERSION, reference,
-                                                         self._explicit_params(), check, verify)
-        try:
-            return MinhashIndex(params, info, arrays)
-        except IndexCorrupt as exc:
-            raise IndexCorrupt(f"{path}: {exc}") from None
+        return idxfile.load_keyed_seeder_index(path, self, INDEX_VERSION, reference, BUILD_KEYS, check_build_params,
+                                               HASH_NAME, MinhashIndex, verify)
 
     # ---------------------------------------------------------------- queries
     def candidates(self, index, batch, max_edits, scores=False):
@@ -191,18 +177,8 @@ class MinhashSeeder(Seeder):
         if max_edits.shape != (n,):
             raise ValueError(f"max_edits must hold one value per read ({n}), got shape {max_edits.shape}")
         p = index.params
-        offsets = np.ascontiguousarray(batch.offsets, dtype=np.int64)
-        codes = np.ascontiguousarray(batch.codes, dtype=np.uint8)
-        sub = max(1, OUTPUT_LIMIT // self.max_cands)    # bound the per-read output buffers
-        parts = []
-        for r0 in range(0, n, sub):
-            r1 = min(n, r0 + sub)
-            offs = offsets[r0:r1 + 1] - offsets[r0]
-            sl = codes[int(offsets[r0]):int(offsets[r1])]
-            read, strand, pos, score = query_batch(sl, offs, max_edits[r0:r1], p["k"], p["window"],
-                                                   p["stride"], p["sketch"], self.min_hits, self.max_cands,
-                                                   index.arrays)
-            parts.append(((read + r0).astype(np.int32), strand, pos, score))
-        cat = [np.concatenate([q[i] for q in parts]) if len(parts) > 1 else parts[0][i] for i in range(4)]
+        cat = idxfile.in_read_ranges(batch, max_edits, self.max_cands, lambda codes, offsets, max_e: query_batch(
+            codes, offsets, max_e, p["k"], p["window"], p["stride"], p["sketch"], self.min_hits, self.max_cands,
+            index.arrays))
         c = Candidates(cat[0], cat[1], cat[2])
         return (c, cat[3]) if scores else c

@@ -51,8 +51,6 @@ M_MARGIN = 1
 M_MIN = 11
 M_MAX = 27
 
-#: candidate slots per query call (17 bytes each): longer batches are seeded in sub-batches
-OUTPUT_LIMIT = 1 << 23
 
 BUILD_KEYS = ("m", "w", "rule", "order", "max_occ")
 
@@ -206,9 +204,6 @@ class MinimizerSeeder(Seeder):
         p["hash"] = HASH_NAME
         return p
 
-    def _explicit_params(self):
-        return {key: getattr(self, key) for key in BUILD_KEYS if getattr(self, key) is not None}
-
     # ---------------------------------------------------------------- index
     def index_path(self, ref_path):
         return f"{ref_path}.pymap.minimizer.idx"
@@ -223,17 +218,8 @@ class MinimizerSeeder(Seeder):
         idxfile.save_seeder_index(path, self.name, INDEX_VERSION, index.params, index.reference, index.arrays)
 
     def load_index(self, path, reference, verify=True):
-        def check(params):
-            checked = check_build_params(*(params.get(key) for key in BUILD_KEYS))
-            if params.get("hash") != HASH_NAME:
-                raise ValueError(f"hash {params.get('hash')!r}")
-            return {**params, **checked}
-        params, info, arrays = idxfile.load_seeder_index(path, self.name, INDEX_VERSION, reference,
-                                                         self._explicit_params(), check, verify)
-        try:
-            return MinimizerIndex(params, info, arrays)
-        except IndexCorrupt as exc:
-            raise IndexCorrupt(f"{path}: {exc}") from None
+        return idxfile.load_keyed_seeder_index(path, self, INDEX_VERSION, reference, BUILD_KEYS, check_build_params,
+                                               HASH_NAME, MinimizerIndex, verify)
 
     # ---------------------------------------------------------------- queries
     def candidates(self, index, batch, max_edits, repeats=False):
@@ -250,26 +236,20 @@ class MinimizerSeeder(Seeder):
         max_edits = np.ascontiguousarray(max_edits, dtype=np.int32)
         if max_edits.shape != (n,):
             raise ValueError(f"max_edits must hold one value per read ({n}), got shape {max_edits.shape}")
-        offsets = np.ascontiguousarray(batch.offsets, dtype=np.int64)
-        if int(np.max(np.diff(offsets))) >= HIT_BIAS:
+        if int(np.max(np.diff(batch.offsets))) >= HIT_BIAS:
             raise ValueError(f"reads must be shorter than {HIT_BIAS} bases for the minimizer seeder")
-        codes = np.ascontiguousarray(batch.codes, dtype=np.uint8)
         p = index.params
-        sub = max(1, OUTPUT_LIMIT // self.max_cands)       # bound the per-read output buffers
-        parts = []
-        for r0 in range(0, n, sub):
-            r1 = min(n, r0 + sub)
-            offs = offsets[r0:r1 + 1] - offsets[r0]
-            sl = codes[int(offsets[r0]):int(offsets[r1])]
-            args = (sl, offs, max_edits[r0:r1], p["m"], p["w"], RULES[p["rule"]], ORDERS[p["order"]], p["max_occ"],
+
+        def query(codes, offsets, max_e):
+            args = (codes, offsets, max_e, p["m"], p["w"], RULES[p["rule"]], ORDERS[p["order"]], p["max_occ"],
                     self.min_hits, self.min_frac, self.max_cands, index.arrays)
             if self.device == "gpu":
                 from pymap.kernels.minimizer_index_cuda import query_batch_cuda
                 read, strand, pos, rep = query_batch_cuda(*args, timing=self.timing)
             else:
                 read, strand, pos, rep = query_batch(*args)
-            parts.append(((read + r0).astype(np.int32), strand, pos, *rep))
-        cat = [np.concatenate([q[i] for q in parts]) if len(parts) > 1 else parts[0][i] for i in range(6)]
+            return (read, strand, pos, *rep)
+        cat = idxfile.in_read_ranges(batch, max_edits, self.max_cands, query)
         seeds, masked, masked_max = cat[3], cat[4], cat[5]
         c = Candidates(cat[0], cat[1], cat[2], mapq_cap=repeat_mapq_cap(seeds, masked))
         self._count(seeds, masked, np.bincount(cat[0], minlength=n))
