@@ -1,8 +1,6 @@
 """The minhash seeder (kernels/minhash.py, mapper/seeders/minhash.py): kernels against a plain-Python
 specification (hashes, sketches, table content, top candidates), sensitivity on simulated reads, thread
 independence, the index file, options."""
-import dataclasses
-import hashlib
 import os
 import shutil
 import subprocess
@@ -13,58 +11,18 @@ import numpy as np
 import pytest
 
 from pymap import plugins
-from pymap.batch import ReadBatch
 from pymap.errors import IndexCorrupt, IndexMismatch
 from pymap.index import load_index, save_index
 from pymap.kernels import minhash as K
-from pymap.reference import Reference, load_reference
+from pymap.reference import load_reference
 from pymap.seeders.minhash import MinhashSeeder
+
+from seeder_helpers import make_batch, make_reference, mutate, revcomp
 
 MASK64 = (1 << 64) - 1
 
 
 # ------------------------------------------------------------------------------------ helpers
-
-def make_reference(seqs, names=None):
-    names = names or [f"c{i}" for i in range(len(seqs))]
-    offsets = np.zeros(len(seqs) + 1, np.int64)
-    np.cumsum([len(s) for s in seqs], out=offsets[1:])
-    codes = np.concatenate(seqs).astype(np.uint8)
-    digest = hashlib.sha1(codes.tobytes() + "|".join(names).encode()).hexdigest()
-    return Reference(list(names), offsets, codes, digest)
-
-
-def make_batch(reads):
-    offsets = np.zeros(len(reads) + 1, np.int64)
-    np.cumsum([len(r) for r in reads], out=offsets[1:])
-    codes = np.concatenate(reads).astype(np.uint8) if reads else np.zeros(0, np.uint8)
-    fields = {f.name for f in dataclasses.fields(ReadBatch)}
-    kw = {"codes": codes, "offsets": offsets, "quals": np.zeros(0, np.uint8)}
-    if "name_offsets" in fields:
-        kw.update(names=np.zeros(0, np.uint8), name_offsets=np.zeros(len(reads) + 1, np.int64))
-    return ReadBatch(**kw)
-
-
-def revcomp(codes):
-    out = codes[::-1].copy()
-    ok = out < 4
-    out[ok] = 3 - out[ok]
-    return out
-
-
-def mutate(rng, seq, n_sub, n_indel):
-    seq = list(seq)
-    for _ in range(n_sub):
-        i = rng.integers(len(seq))
-        seq[i] = (seq[i] + rng.integers(1, 4)) % 4
-    for _ in range(n_indel):
-        i = rng.integers(5, len(seq) - 5)
-        if rng.random() < 0.5:
-            del seq[i]
-        else:
-            seq.insert(i, rng.integers(4))
-    return np.array(seq, np.uint8)
-
 
 def as_tuples(c, score=None):
     t = list(zip(c.read.tolist(), c.strand.tolist(), c.pos.tolist()))

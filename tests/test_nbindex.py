@@ -1,8 +1,6 @@
 """Neighborhood index: BDZ perfect hash, index file, seeding candidates (kernels/phf.py,
 kernels/nbindex_build.py, kernels/nbindex_layouts.py, kernels/nbindex_query.py,
 kernels/diagonal_clusters.py, mapper/index.py, mapper/seeders/neighborhood.py)."""
-import dataclasses
-import hashlib
 import itertools
 import mmap
 import os
@@ -16,58 +14,14 @@ from pymap.kernels import nbindex_query as Q
 from pymap.kernels import phf as H
 from pymap.kernels.sorting import sort_int64, sort_pairs
 from pymap.kernels.threads import range_bounds, run_ranges
-from pymap.batch import ReadBatch
 from pymap.errors import IndexCorrupt, IndexMismatch
 from pymap.index import load_index, save_index
-from pymap.reference import Reference
 from pymap.seeders.neighborhood import NeighborhoodSeeder, default_build_params, parse_pattern
+
+from seeder_helpers import make_batch, make_reference, mutate, revcomp
 
 
 # ------------------------------------------------------------------------------------ helpers
-
-def make_reference(seqs, names=None):
-    """Reference from code arrays (uint8, 0..4)."""
-    names = names or [f"c{i}" for i in range(len(seqs))]
-    offsets = np.zeros(len(seqs) + 1, np.int64)
-    np.cumsum([len(s) for s in seqs], out=offsets[1:])
-    codes = np.concatenate(seqs).astype(np.uint8)
-    digest = hashlib.sha1(codes.tobytes() + "|".join(names).encode()).hexdigest()
-    return Reference(list(names), offsets, codes, digest)
-
-
-def make_batch(reads):
-    offsets = np.zeros(len(reads) + 1, np.int64)
-    np.cumsum([len(r) for r in reads], out=offsets[1:])
-    codes = np.concatenate(reads).astype(np.uint8) if reads else np.zeros(0, np.uint8)
-    fields = {f.name for f in dataclasses.fields(ReadBatch)}
-    kw = {"codes": codes, "offsets": offsets, "quals": np.zeros(0, np.uint8)}
-    if "name_offsets" in fields:
-        kw.update(names=np.zeros(0, np.uint8), name_offsets=np.zeros(len(reads) + 1, np.int64))
-    else:
-        kw["names"] = [b""] * len(reads)
-    return ReadBatch(**kw)
-
-
-def revcomp(codes):
-    out = codes[::-1].copy()
-    ok = out < 4
-    out[ok] = 3 - out[ok]
-    return out
-
-
-def mutate(rng, seq, n_sub, n_indel):
-    seq = list(seq)
-    for _ in range(n_sub):
-        i = rng.integers(len(seq))
-        seq[i] = (seq[i] + rng.integers(1, 4)) % 4
-    for _ in range(n_indel):
-        i = rng.integers(5, len(seq) - 5)
-        if rng.random() < 0.5:
-            del seq[i]
-        else:
-            seq.insert(i, rng.integers(4))
-    return np.array(seq, np.uint8)
-
 
 def indexed_triples(index):
     """{(seed key, neighborhood, position)} stored in an index, read back through its tables."""
