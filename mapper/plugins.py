@@ -4,7 +4,10 @@ Built-in stages are registered through the same entry points as third-party ones
 takes its options as keyword arguments (validated in __init__, raising ValueError naming the option),
 and has a class attribute `name` and a one-line docstring that `pymap plugins` prints.
 """
+import glob
 import inspect
+import os
+import sys
 from importlib.metadata import entry_points
 
 import numpy as np
@@ -39,9 +42,6 @@ def gpu_usable():
     """True when a CUDA GPU (or Numba's simulator, NUMBA_ENABLE_CUDASIM=1) can run kernels. On Linux
     without NVIDIA device files the answer is False without importing numba.cuda, which costs 0.2 s
     of every run's start-up."""
-    import glob
-    import os
-    import sys
     simulator = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
     if not simulator and sys.platform.startswith("linux") and not glob.glob("/dev/nvidia[0-9]*") \
             and not os.path.exists("/dev/dxg"):
