@@ -39,13 +39,16 @@ Ties. Scores are kept multiplied by 4 and every clipped end costs one more unit 
 penalty 4 * clip + 1): equal objectives are thus broken towards fewer clipped ends, exactly
 ("prefer no clipping over clipping"). Then:
 
-  * end cell: the largest j (shortest right clip), then the diagonal closest to the candidate
-    diagonal (|d| smallest, d < 0 before d > 0);
-  * traceback from the end, at every H cell: M first, then I, then D; in G, continuing the
-    alignment over starting it there (shorter left clip); inside a gap, closing it (back to H) over
-    extending it. Diagonal-first while walking backwards keeps matches to the right and places
-    gaps as far left as possible: an indel in a homopolymer or a tandem repeat is left-aligned as
-    bcftools / GATK normalise it, and of a mismatch next to a gap the gap goes left.
+  * end cell: no right clip over a clip; among clipped ends the smallest j (the longest clip: an
+    alignment is extended only where that raises its score, as bwa-mem's extension stops at its
+    first maximum, so that adapter bases matching by chance stay clipped); then the diagonal
+    closest to the candidate diagonal (|d| smallest, d < 0 before d > 0);
+  * traceback from the end, at every H cell: M first, then I, then D; in G, starting the
+    alignment there over continuing it when both are clipped starts (the longer left clip, as at
+    the right end; an unclipped start never ties with a clipped one); inside a gap, closing it
+    (back to H) over extending it. Diagonal-first while walking backwards keeps matches to the
+    right and places gaps as far left as possible: an indel in a homopolymer or a tandem repeat
+    is left-aligned as bcftools / GATK normalise it, and of a mismatch next to a gap the gap goes left.
 
 Row computation. Per row j (one uint8 of traceback bits per cell: start, F > G, E > max(G, F),
 F extended, E extended): pass 1 computes G, F and X = max(G, F) for the whole row (no dependency
@@ -198,8 +201,9 @@ def _align_one(read, ra, L, ref, pos, lo, hi, w, P, min_score, H, F, G, X, GC, Y
             F[hk + t] = f
             G[t] = g
             X[t] = max(g, f)
-            # ties: continue the alignment (no / shorter left clip); close a gap; M before I
-            dirs[dk0 + t] = (np.uint8(S32 > hd) | (np.uint8(f > g) << np.uint8(1))
+            # ties: start here (between two clipped starts: the longer clip, as bwa-mem's extension
+            # stops at its first maximum); close a gap; M before I
+            dirs[dk0 + t] = (np.uint8(S32 >= hd) | (np.uint8(f > g) << np.uint8(1))
                              | (np.uint8(fu > hu) << np.uint8(3)))
             g32max = max(g32max, g)
         gmax = np.int64(g32max)
@@ -233,7 +237,7 @@ def _align_one(read, ra, L, ref, pos, lo, hi, w, P, min_score, H, F, G, X, GC, Y
                 if key > lbest:
                     lbest = key
                     lk = kmin + t
-        elif gmax > _NEG // 2 and gmax - pcr >= cbest:   # ties: later rows (shorter clip)
+        elif gmax > _NEG // 2 and gmax - pcr > cbest:   # ties: earlier rows (longer clip)
             cbest = gmax - pcr
             cj = j
             ckmin = kmin

@@ -87,7 +87,7 @@ def ref_align(read, ref, lo, hi, kw, pos, w=None):
             if not inband(j, c):
                 continue
             cont = H[j - 1][i - 1]
-            if cont >= start:
+            if cont > start:        # a tie (two clipped starts): start here, the longer clip
                 G[j][i] = add(cont, sub_score(read[j - 1], ref[c - 1], P))
             else:
                 G[j][i] = add(start, sub_score(read[j - 1], ref[c - 1], P))
@@ -110,12 +110,13 @@ def ref_align(read, ref, lo, hi, kw, pos, w=None):
             rc = 1 if j < L else 0
             obj = (G[j][i][0] - CR * rc, G[j][i][1] - rc)
             d = lo + i - j - pos
-            key = (obj, j, -abs(d), -(d > 0))
+            # equal objectives: the read's end over a right clip, then the longer clip
+            key = (obj, j == L, -j, -abs(d), -(d > 0))
             if best is None or key > best[0]:
                 best = (key, j, i)
     if best is None:
         return None
-    (obj, _, _, _), j, i = best
+    (obj, *_), j, i = best
     je = j
     rend = lo + i
     ops, path, nm = [], [], 0
