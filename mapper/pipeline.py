@@ -269,27 +269,50 @@ class Pipeline:
         return supp, supp_mapq
 
     def _extend_pruned(self, cands, idx, estimate, floor, margin, pairs):
-        """(candidate index, Alignments) of the accepted candidates idx, extended in two rounds (align)."""
+        """(candidate index, Alignments) of the accepted candidates idx, extended in rounds (align):
+        each read's candidates by increasing filter estimate, the first PRUNE_ROUNDS[k] of them in
+        round k while the read has no strong alignment yet, then all the others against its bar."""
         unit = self.extender.edit_cost
         est = np.where(estimate[idx] >= 0, estimate[idx], np.iinfo(np.int32).max)
-        order = np.lexsort((idx, est, cands.read[idx]))
+        read = cands.read[idx]
+        order = np.lexsort((idx, est, read))
         lead = np.ones(order.size, np.bool_)
-        lead[1:] = cands.read[idx[order[1:]]] != cands.read[idx[order[:-1]]]
-        first, rest = np.sort(idx[order[lead]]), np.sort(idx[order[~lead]])
-        aln1 = self.extend(cands.take(first), pairs)
-        if rest.size == 0:
-            return first, aln1
+        lead[1:] = read[order[1:]] != read[order[:-1]]
+        starts = np.flatnonzero(lead)
+        rank = np.empty(order.size, np.int64)
+        rank[order] = np.arange(order.size) - np.repeat(starts, np.diff(np.append(starts, order.size)))
         length = cands.reads.lengths.astype(np.int64)
-        ok = np.flatnonzero(aln1.found)
-        reads = cands.read[first[ok]]
-        qbeg, qend = query_spans(aln1.cigar, aln1.cigar_offsets, ok, cands.strand[first[ok]], length[reads])
-        strong = (qend - qbeg == length[reads]) & (aln1.score[ok] >= floor[reads] + 4 * unit)
-        bar = np.full(len(cands.reads), np.iinfo(np.int64).min // 2, np.int64)
-        bar[reads[strong]] = aln1.score[ok[strong]].astype(np.int64) - margin
-        sub = cands.take(rest)
-        sub.min_score = bar[sub.read]
-        aln2 = self.extend(sub, pairs)
-        return np.concatenate([first, rest]), Alignments.concat(aln1, aln2)
+        no_bar = np.iinfo(np.int64).min // 2
+        bar = np.full(len(cands.reads), no_bar, np.int64)
+        done = np.zeros(idx.size, np.bool_)
+        parts, alns = [], []
+        lo = 0
+        for hi in PRUNE_ROUNDS + (None,):
+            if hi is None:          # the rest, against the bars found
+                take = np.flatnonzero(~done)
+            else:                   # the next candidates of reads without a bar yet
+                take = np.flatnonzero(~done & (rank >= lo) & (rank < hi) & (bar[read] == no_bar))
+                lo = hi
+            if take.size == 0:
+                continue
+            done[take] = True
+            sub = cands.take(idx[take])
+            if hi is None:
+                sub.min_score = bar[sub.read]
+            aln = self.extend(sub, pairs)
+            parts.append(idx[take])
+            alns.append(aln)
+            if hi is None:
+                break
+            ok = np.flatnonzero(aln.found)
+            r = sub.read[ok]
+            qbeg, qend = query_spans(aln.cigar, aln.cigar_offsets, ok, sub.strand[ok], length[r])
+            strong = (qend - qbeg == length[r]) & (aln.score[ok] >= floor[r] + 4 * unit)
+            np.maximum.at(bar, r[strong], aln.score[ok[strong]].astype(np.int64) - margin)
+        out = alns[0]
+        for aln in alns[1:]:
+            out = Alignments.concat(out, aln)
+        return np.concatenate(parts), out
 
     def map_batch(self, batch):
         """SAM text (bytes) for a batch, every read exactly once as primary or unmapped."""
@@ -515,6 +538,11 @@ class Pipeline:
 
 #: a read's further candidates need only reach its first strong alignment's score less this many units
 PRUNE_UNITS = 6
+
+#: candidates of a read (by increasing filter estimate) extended before the rest is pruned: the
+#: first; while no strong alignment is found, up to the fourth (reads of high-copy repeats, whose
+#: filter estimates rank their candidates poorly); then all the others
+PRUNE_ROUNDS = (1, 4)
 
 #: what placing two mates apart (not as a proper pair) costs, in matches (bwa mem -U 17)
 UNPAIRED_PENALTY = 17
