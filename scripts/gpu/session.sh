@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurements of BENCHMARKS.md in one device call (the machines are lent for minutes):
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
-#   bash scripts/gpu/session.sh [tests] [bench] [ncu] [map] [scale] [dask]
+#   bash scripts/gpu/session.sh [tests] [bench] [ncu] [map] [scale] [cpus] [dask]
 # (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
 # dependencies, see BENCHMARKS.md "Scale-out on Dask")
 # Each step writes under $OUT and prints a short summary.
@@ -79,6 +79,18 @@ for step in $steps; do
       echo "GPUs $vis"
       CUDA_VISIBLE_DEVICES=$vis python3 scripts/bench_gpu_pipeline.py /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t "$(nproc)" \
         --batch-size ${BATCH:-200000} --repeats 2 --devices gpu --workdir /tmp/map 2>&1 | grep -v -i warn | tee -a "$OUT/multigpu.md"
+    done ;;
+  cpus)
+    # what the host's "cores" are (threads per core), and how one pymap process scales over them
+    lscpu | grep -E "^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|CPU\(s\)|NUMA node\(s\))" | tee "$OUT/cpus.txt"
+    mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
+    [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
+    python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
+    TIMEFORMAT="%R"
+    for t in ${THREADS:-16 1 2 4 8 16}; do
+      s=$( { time CUDA_VISIBLE_DEVICES= python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t $t \
+        --no-progress -o /tmp/map/t.sam 2>/dev/null ; } 2>&1 | tail -1 )
+      echo "threads $t: $s s" | tee -a "$OUT/cpus.txt"
     done ;;
   dask)
     mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
