@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurements of BENCHMARKS.md in one device call (the machines are lent for minutes):
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
-#   bash scripts/gpu/session.sh [tests] [bench] [ncu] [map] [scale] [cpus] [dask]
+#   bash scripts/gpu/session.sh [tests] [bench] [ncu] [map] [scale] [cpus] [ceiling] [dask]
 # (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
 # dependencies, see BENCHMARKS.md "Scale-out on Dask")
 # Each step writes under $OUT and prints a short summary.
@@ -91,6 +91,22 @@ for step in $steps; do
       s=$( { time CUDA_VISIBLE_DEVICES= python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t $t \
         --no-progress -o /tmp/map/t.sam 2>/dev/null ; } 2>&1 | tail -1 )
       echo "threads $t: $s s" | tee -a "$OUT/cpus.txt"
+    done ;;
+  ceiling)
+    # the host's own ceiling for N independent single-threaded processes: one pymap -t 1 on 1/16 of
+    # the reads alone, then N of them at once, each on its own 1/16 (same work each): T1 / TN
+    mkdir -p /tmp/map/parts && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
+    [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
+    python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
+    n=$(( $(wc -l < /tmp/map/r150.fq) / 64 * 4 ))
+    split -l $n -d -a 2 /tmp/map/r150.fq /tmp/map/parts/p
+    one() { CUDA_VISIBLE_DEVICES= python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa /tmp/map/parts/p$1 -t 1 --no-progress \
+      -o /tmp/map/parts/o$1.sam 2>/dev/null; }
+    one 00
+    for N in 1 8 16; do
+      t0=$(date +%s.%N)
+      for i in $(seq 0 $((N - 1))); do one $(printf %02d $i) & done; wait
+      echo "processes $N: $(python3 -c "import time; print(round(time.time() - $t0, 2))") s (each maps $((n / 4)) reads)" | tee -a "$OUT/ceiling.txt"
     done ;;
   dask)
     mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
