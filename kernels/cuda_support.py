@@ -143,5 +143,31 @@ def on_gpus(n, work):
         return list(pool.map(run, range(k)))
 
 
-__all__ = ["cuda", "cuda_available", "gpu_count", "gpu_lock", "kernel_callable", "on_gpus", "resident",
-           "thread_scratch"]
+@cuda.jit(cache=True)
+def _k_gather_rows(src, width, first, count, dst):
+    for r in range(cuda.grid(1), count.shape[0], cuda.gridsize(1)):
+        base = r * width
+        f = first[r]
+        for k in range(count[r]):
+            dst[f + k] = src[base + k]
+
+
+def fetch_rows(d_src, counts, width, stream):
+    """The first counts[r] entries of each row r of a device array laid out in rows of `width`
+    (row r at r * width), concatenated, on the host: only they cross the bus, not the padded rows
+    (a seeder's per-read candidate slots are mostly empty)."""
+    counts = np.ascontiguousarray(counts, np.int64)
+    total = int(counts.sum())
+    if total == 0:
+        return np.empty(0, d_src.dtype)
+    first = np.cumsum(counts) - counts
+    d_first, d_count = cuda.to_device(first, stream=stream), cuda.to_device(counts, stream=stream)
+    d_dst = cuda.device_array(total, d_src.dtype, stream=stream)
+    tpb = 32 if _simulator() else 256
+    blocks = max(1, min(1024, -(-counts.shape[0] // tpb)))
+    _k_gather_rows[blocks, tpb, stream](d_src, width, d_first, d_count, d_dst)
+    return d_dst.copy_to_host(stream=stream)
+
+
+__all__ = ["cuda", "cuda_available", "fetch_rows", "gpu_count", "gpu_lock", "kernel_callable", "on_gpus",
+           "resident", "thread_scratch"]

@@ -9,7 +9,7 @@ import numpy as np
 from numba import config as numba_config
 
 from pymap.kernels import minimizer_index as cpu
-from pymap.kernels.cuda_support import cuda, gpu_lock, kernel_callable, on_gpus, resident, thread_scratch
+from pymap.kernels.cuda_support import cuda, fetch_rows, gpu_lock, kernel_callable, on_gpus, resident, thread_scratch
 from pymap.kernels.minimizers import ring_size
 
 #: hits one read may have on the device (more: the read is queried on the CPU)
@@ -119,19 +119,21 @@ def query_batch_cuda(codes, offsets, max_edits, m, w, rule, order, max_occ, min_
             _k_query[nt // tpb, tpb, stream](d_codes, *d_in, m, w, rule, order, low_bits, flag, max_occ, min_hits,
                                              float(min_frac), max_cands, *d_table, *scratch, *d_out, d_over)
             ev1.record(stream)
-            d_out[0].copy_to_host(out[0][lo * max_cands:hi * max_cands], stream=stream)
-            d_out[1].copy_to_host(out[1][lo * max_cands:hi * max_cands], stream=stream)
             for j in range(2, 6):
                 d_out[j].copy_to_host(out[j][lo:hi], stream=stream)
             d_over.copy_to_host(over[lo:hi], stream=stream)
             stream.synchronize()
-        return ev0.elapsed_time(ev1)
+            found = [fetch_rows(d_out[j], out[2][lo:hi], max_cands, stream) for j in (0, 1)]
+            stream.synchronize()
+        return ev0.elapsed_time(ev1), found
 
-    times = [t for _, _, t in on_gpus(n, part)]
+    done = on_gpus(n, part)
     redo = np.flatnonzero(over)
     if timing is not None:                         # the GPUs run side by side: the slowest one's time
-        timing["kernel_ms"] = timing.get("kernel_ms", 0.0) + max(times)
+        timing["kernel_ms"] = timing.get("kernel_ms", 0.0) + max(t for _, _, (t, _) in done)
         timing["cpu_reads"] = timing.get("cpu_reads", 0) + int(redo.size)
+    strand, pos = (np.concatenate([found[j] for _, _, (_, found) in done]) for j in (0, 1))
+    read = np.repeat(np.arange(n, dtype=np.int64), out[2])
     if redo.size:                                  # reads with too many hits: the CPU kernel
         lengths = offsets[redo + 1] - offsets[redo]
         sub_off = np.zeros(redo.size + 1, np.int64)
@@ -140,9 +142,13 @@ def query_batch_cuda(codes, offsets, max_edits, m, w, rule, order, max_occ, min_
         sub = cpu.query_buffers(redo.size, max_cands)
         cpu.query_into(codes[take], sub_off, max_edits[redo], m, w, rule, order, max_occ, min_hits, min_frac,
                        max_cands, a, *sub)
-        rows = (redo[:, None] * max_cands + np.arange(max_cands)[None, :]).reshape(-1)
-        out[0][rows] = sub[0]
-        out[1][rows] = sub[1]
+        sub_read, sub_strand, sub_pos, _ = cpu.compact(*sub, max_cands)
+        keep = over[read] == 0
+        read = np.concatenate([read[keep], redo[sub_read]])
+        order = np.argsort(read, kind="stable")
+        read = read[order]
+        strand = np.concatenate([strand[keep], sub_strand])[order]
+        pos = np.concatenate([pos[keep], sub_pos])[order]
         for j in range(2, 6):
             out[j][redo] = sub[j]
-    return cpu.compact(*out, max_cands)
+    return read, strand, pos, tuple(out[3:6])

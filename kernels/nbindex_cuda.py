@@ -13,7 +13,7 @@ from numba import config as numba_config
 
 from pymap.kernels import diagonal_clusters as dc
 from pymap.kernels import nbindex_query as cpu
-from pymap.kernels.cuda_support import cuda, gpu_lock, kernel_callable, on_gpus, resident, thread_scratch
+from pymap.kernels.cuda_support import cuda, fetch_rows, gpu_lock, kernel_callable, on_gpus, resident, thread_scratch
 
 #: hits one read strand may have on the device (more: the read is seeded on the CPU)
 HIT_CAPACITY = 512
@@ -65,13 +65,16 @@ def _k_query(codes, rc_codes, offsets, max_edits, steps, care, span, ln, e_nb, m
 
 
 def query_batch_cuda(codes, rc_codes, offsets, max_edits, care, span, ln, step, lossless, e_nb, max_occ, max_cands,
-                     min_hits, blk, g, slots, pos, out_pos, out_cnt, timing=None):
+                     min_hits, blk, g, slots, pos, timing=None):
     """kernels.nbindex_query.query_batch for the 'phf' layout on the GPUs (the reads split evenly
-    over every visible one), same arguments and results (out_pos, out_cnt filled). The index arrays are copied to the device once.
+    over every visible one), same arguments; returns (counts int64[2n], positions): the candidate
+    count of each read/strand slot (2 r + s) and their positions, slot after slot (only these leave
+    the device). The index arrays are copied to the device once.
     timing: a dict whose "kernel_ms" gets the kernel's time (CUDA events) added."""
     n = offsets.shape[0] - 1
+    counts = np.zeros(2 * n, np.int64)
     if n == 0:
-        return
+        return counts, np.empty(0, np.int64)
     steps = cpu.read_steps(offsets, max_edits, span + ln, step, lossless)
     lengths = np.diff(offsets)
     width = span + ln
@@ -102,25 +105,28 @@ def query_batch_cuda(codes, rc_codes, offsets, max_edits, care, span, ln, step, 
             _k_query[nt // tpb, tpb, stream](*d_reads, *d_in, span, ln, e_nb, max_occ, max_cands, min_hits,
                                              *d_index, *scratch, d_pos, d_cnt, d_over)
             ev1.record(stream)
-            d_pos.copy_to_host(out_pos[2 * lo * max_cands:2 * hi * max_cands], stream=stream)
-            d_cnt.copy_to_host(out_cnt[2 * lo:2 * hi], stream=stream)
+            d_cnt.copy_to_host(counts[2 * lo:2 * hi], stream=stream)
             d_over.copy_to_host(over[lo:hi], stream=stream)
             stream.synchronize()
-        return ev0.elapsed_time(ev1)
+            found = fetch_rows(d_pos, counts[2 * lo:2 * hi], max_cands, stream)
+            stream.synchronize()
+        return ev0.elapsed_time(ev1), found
 
-    times = [t for _, _, t in on_gpus(n, part)]
+    done = on_gpus(n, part)
     if timing is not None:                         # the GPUs run side by side: the slowest one's time
-        timing["kernel_ms"] = timing.get("kernel_ms", 0.0) + max(times)
+        timing["kernel_ms"] = timing.get("kernel_ms", 0.0) + max(t for _, _, (t, _) in done)
         timing["cpu_reads"] = timing.get("cpu_reads", 0) + int(over.sum())
+    positions = np.concatenate([found for _, _, (_, found) in done])
     redo = np.flatnonzero(over)
     if redo.size:
-        _on_cpu(redo, codes, rc_codes, offsets, max_edits, care, span, ln, step, lossless, e_nb, max_occ, max_cands,
-                min_hits, blk, g, slots, pos, out_pos, out_cnt)
+        return _on_cpu(redo, codes, rc_codes, offsets, max_edits, care, span, ln, step, lossless, e_nb, max_occ,
+                       max_cands, min_hits, blk, g, slots, pos, counts, positions)
+    return counts, positions
 
 
 def _on_cpu(redo, codes, rc_codes, offsets, max_edits, care, span, ln, step, lossless, e_nb, max_occ, max_cands,
-            min_hits, blk, g, slots, pos, out_pos, out_cnt):
-    """Candidates of reads `redo` by the CPU kernel, written into their rows of out_pos, out_cnt."""
+            min_hits, blk, g, slots, pos, counts, positions):
+    """(counts, positions) with the slots of reads `redo` replaced by the CPU kernel's candidates."""
     lengths = offsets[redo + 1] - offsets[redo]
     sub_off = np.zeros(redo.size + 1, np.int64)
     np.cumsum(lengths, out=sub_off[1:])
@@ -130,5 +136,11 @@ def _on_cpu(redo, codes, rc_codes, offsets, max_edits, care, span, ln, step, los
     cpu.query_batch(codes[take], rc_codes[take], sub_off, max_edits[redo], care, span, ln, step, lossless, e_nb,
                     max_occ, max_cands, min_hits, blk, g, slots, pos, None, None, None, sub_pos, sub_cnt)
     slots_of = (2 * redo[:, None] + np.arange(2)[None, :]).reshape(-1)
-    out_cnt[slots_of] = sub_cnt
-    out_pos.reshape(-1, max_cands)[slots_of] = sub_pos.reshape(-1, max_cands)
+    keep = np.ones(counts.shape[0], np.bool_)
+    keep[slots_of] = False
+    slot = np.concatenate([np.repeat(np.flatnonzero(keep), counts[keep]), np.repeat(slots_of, sub_cnt)])
+    _, _, sub_found = cpu.compact(sub_pos, sub_cnt, max_cands, 0)
+    found = np.concatenate([positions[np.repeat(keep, counts)], sub_found])
+    counts = counts.copy()
+    counts[slots_of] = sub_cnt
+    return counts, found[np.argsort(slot, kind="stable")]

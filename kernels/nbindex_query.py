@@ -415,5 +415,11 @@ def compact(out_pos, out_cnt, max_cands, first_read):
     slot = np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts)   # 2 read + strand of each
     first = np.cumsum(counts) - counts                                      # its slot's first output
     rank = np.arange(slot.shape[0], dtype=np.int64) - first[slot]
-    cp = out_pos[slot * max_cands + rank]
-    return (first_read + slot // 2).astype(np.int32), (slot % 2).astype(np.int8), cp
+    return from_counts(counts, out_pos[slot * max_cands + rank], first_read)
+
+
+def from_counts(counts, positions, first_read):
+    """(read int32, strand int8, pos int64) from the candidate count of each read/strand slot (2 read
+    + strand) and their positions, slot after slot."""
+    slot = np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts)
+    return (first_read + slot // 2).astype(np.int32), (slot % 2).astype(np.int8), positions

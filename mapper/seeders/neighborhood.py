@@ -20,7 +20,7 @@ import numpy as np
 from pymap.kernels.diagonal_clusters import HIT_BIAS
 from pymap.kernels.nbindex_build import build as build_arrays
 from pymap.kernels.nbindex_layouts import bsearch_layout, list_layout
-from pymap.kernels.nbindex_query import LOOKUPS, compact, edits_to_break, query_batch
+from pymap.kernels.nbindex_query import LOOKUPS, compact, edits_to_break, from_counts, query_batch
 from pymap import index as idxfile
 from pymap.batch import Candidates
 from pymap.errors import IndexCorrupt, IndexMismatch
@@ -260,17 +260,19 @@ class NeighborhoodSeeder(Seeder):
             offs = offsets[r0:r1 + 1] - offsets[r0]
             sl = slice(int(offsets[r0]), int(offsets[r1]))
             m = r1 - r0
-            out_pos = np.empty(2 * m * mc, np.int64)
-            out_cnt = np.zeros(2 * m, np.int64)
             if self.device == "gpu":
                 from pymap.kernels.nbindex_cuda import query_batch_cuda
-                query_batch_cuda(codes[sl], rc[sl], offs, max_edits[r0:r1], index.care, index.span, index.ln,
-                                 self.step, self.lossless, self.e_nb, self.max_occ, mc, self.min_hits,
-                                 a["blk"], a["g"], a["slots"], a["pos"], out_pos, out_cnt, timing=self.timing)
-            else:
-                query_batch(codes[sl], rc[sl], offs, max_edits[r0:r1], index.care, index.span, index.ln,
-                            self.step, self.lossless, self.e_nb, self.max_occ, mc, self.min_hits,
-                            a["blk"], a["g"], a["slots"], a["pos"], blk_d, dist, pos_nb, out_pos, out_cnt)
+                counts, found = query_batch_cuda(codes[sl], rc[sl], offs, max_edits[r0:r1], index.care, index.span,
+                                                 index.ln, self.step, self.lossless, self.e_nb, self.max_occ, mc,
+                                                 self.min_hits, a["blk"], a["g"], a["slots"], a["pos"],
+                                                 timing=self.timing)
+                parts.append(from_counts(counts, found, r0))
+                continue
+            out_pos = np.empty(2 * m * mc, np.int64)
+            out_cnt = np.zeros(2 * m, np.int64)
+            query_batch(codes[sl], rc[sl], offs, max_edits[r0:r1], index.care, index.span, index.ln,
+                        self.step, self.lossless, self.e_nb, self.max_occ, mc, self.min_hits,
+                        a["blk"], a["g"], a["slots"], a["pos"], blk_d, dist, pos_nb, out_pos, out_cnt)
             parts.append(compact(out_pos, out_cnt, mc, r0))
         if len(parts) == 1:
             return Candidates(*parts[0])
