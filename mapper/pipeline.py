@@ -315,7 +315,8 @@ class Pipeline:
         return np.concatenate(parts), out
 
     def map_batch(self, batch):
-        """SAM text (bytes) for a batch, every read exactly once as primary or unmapped."""
+        """SAM text for a batch (bytes-like: a memoryview of the formatted buffer, written without a
+        copy), every read exactly once as primary or unmapped."""
         h = self.hits(batch)
         supp, supp_mapq = self.supplementary(h, h.primary)
         return self.write(h, h.primary, h.mapq, supp, supp_mapq)
@@ -395,7 +396,7 @@ class Pipeline:
         for code, name in enumerate(REASONS):
             if code:
                 st.unmapped[name] += int((h.reason == code).sum())
-        return text.tobytes()
+        return memoryview(text)
 
     def pair_hits_of(self, r1, r2):
         """Hits of a batch of pairs (interleave: read 2p is mate 1 of pair p), with the pairs' extender."""
