@@ -4,6 +4,7 @@ numba-cuda 0.30 still calls `np.row_stack`, which NumPy 2.4 removed (it was an a
 `np.vstack`); the lent GPU machines ship such a NumPy. Restoring the alias is harmless elsewhere.
 """
 import atexit
+import gc
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -64,6 +65,8 @@ def thread_scratch(tag, specs, nt):
 
 
 _AT_EXIT = []
+#: GPUs this process has run kernels on (release visits each at exit)
+_USED = set()
 
 
 def _release_at_exit():
@@ -72,12 +75,19 @@ def _release_at_exit():
         atexit.register(release)
 
 
+def note_gpu(index):
+    """Record that kernels run on GPU `index` (drivers that do not go through resident or
+    thread_scratch call it), so that release visits that GPU at exit."""
+    _USED.add(int(index))
+    _release_at_exit()
+
+
 def release():
-    """Drop the resident copies and scratch buffers, each GPU's in that GPU's context, and leave
-    their memory to the contexts' teardown. Left to the interpreter's exit, the device arrays of
+    """At exit: drop the resident copies and scratch buffers, each GPU's in that GPU's context, and
+    leave the rest to the contexts' teardown. Left to the interpreter's exit, the device arrays of
     two GPUs were freed in the wrong context: a finished two-GPU run ended in a segmentation fault
     (the GateKeeper driver releases its buffers the same way)."""
-    gpus = {key[1] for key in _RESIDENT} | {key[1] for key in _SCRATCH}
+    gpus = {key[1] for key in _RESIDENT} | {key[1] for key in _SCRATCH} | _USED
     for gpu in sorted(gpus):
         drop = [k for k in _RESIDENT if k[1] == gpu] + [k for k in _SCRATCH if k[1] == gpu]
         if _simulator():
@@ -89,9 +99,14 @@ def release():
             for k in drop:
                 _RESIDENT.pop(k, None)
                 _SCRATCH.pop(k, None)
+            gc.collect()           # what is unreachable now is freed here, in its own GPU's context
             pending = getattr(cuda.current_context(), "deallocations", None)
             if pending is not None:
                 pending.clear()
+                # what Numba would free after this (the kernels' modules, unloaded by weakref's exit
+                # hook outside their GPU's context: a segmentation fault with two GPUs) is left to
+                # the driver's teardown of the ending process
+                pending.disable().__enter__()
 
 
 def kernel_callable(f):
@@ -169,5 +184,5 @@ def fetch_rows(d_src, counts, width, stream):
     return d_dst.copy_to_host(stream=stream)
 
 
-__all__ = ["cuda", "cuda_available", "fetch_rows", "gpu_count", "gpu_lock", "kernel_callable", "on_gpus",
-           "resident", "thread_scratch"]
+__all__ = ["cuda", "cuda_available", "fetch_rows", "gpu_count", "gpu_lock", "kernel_callable", "note_gpu",
+           "on_gpus", "resident", "thread_scratch"]

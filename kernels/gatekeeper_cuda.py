@@ -26,7 +26,7 @@ import numpy as np
 from numba import config as numba_config
 from numba import uint64
 
-from pymap.kernels.cuda_support import cuda
+from pymap.kernels.cuda_support import cuda, note_gpu
 from pymap.kernels.gatekeeper_cpu import (MODE_FULL, MODE_NONE, MODE_PUBLISHED, REJECT, UNDEFINED,
                                     encode_pair_words)
 
@@ -471,6 +471,8 @@ class GateKeeperCUDA:
         if not idx:
             raise ValueError("no CUDA device")
         self.devices = [_Device(d) for d in idx]
+        for d in idx:
+            note_gpu(d)
         self.kernel_ms = 0.0
 
     # ------------------------------------------------------------------ helpers
