@@ -412,14 +412,18 @@ def compact(out_pos, out_cnt, max_cands, first_read):
     """Flatten per read/strand buffers into sorted (read int32, strand int8, pos int64) arrays (NumPy:
     no kernel to compile)."""
     counts = np.asarray(out_cnt, np.int64)
+    first = np.cumsum(counts) - counts                                      # each slot's first output
     slot = np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts)   # 2 read + strand of each
-    first = np.cumsum(counts) - counts                                      # its slot's first output
     rank = np.arange(slot.shape[0], dtype=np.int64) - first[slot]
-    return from_counts(counts, out_pos[slot * max_cands + rank], first_read)
+    return _flat(slot, out_pos[slot * max_cands + rank], first_read)
 
 
 def from_counts(counts, positions, first_read):
     """(read int32, strand int8, pos int64) from the candidate count of each read/strand slot (2 read
     + strand) and their positions, slot after slot."""
-    slot = np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts)
+    counts = np.asarray(counts, np.int64)
+    return _flat(np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts), positions, first_read)
+
+
+def _flat(slot, positions, first_read):
     return (first_read + slot // 2).astype(np.int32), (slot % 2).astype(np.int8), positions
