@@ -286,29 +286,28 @@ class Pipeline:
         bar = np.full(len(cands.reads), no_bar, np.int64)
         done = np.zeros(idx.size, np.bool_)
         parts, alns = [], []
-        lo = 0
-        for hi in PRUNE_ROUNDS + (None,):
-            if hi is None:          # the rest, against the bars found
-                take = np.flatnonzero(~done)
-            else:                   # the next candidates of reads without a bar yet
-                take = np.flatnonzero(~done & (rank >= lo) & (rank < hi) & (bar[read] == no_bar))
-                lo = hi
-            if take.size == 0:
-                continue
+
+        def extend(take, min_score=None):
             done[take] = True
             sub = cands.take(idx[take])
-            if hi is None:
-                sub.min_score = bar[sub.read]
-            aln = self.extend(sub, pairs)
+            sub.min_score = None if min_score is None else min_score[sub.read]
             parts.append(idx[take])
-            alns.append(aln)
-            if hi is None:
-                break
+            alns.append(self.extend(sub, pairs))
+            return sub, alns[-1]
+
+        for lo, hi in zip((0,) + PRUNE_ROUNDS[:-1], PRUNE_ROUNDS):   # reads without a bar yet
+            take = np.flatnonzero((rank >= lo) & (rank < hi) & (bar[read] == no_bar))
+            if take.size == 0:
+                continue
+            sub, aln = extend(take)
             ok = np.flatnonzero(aln.found)
             r = sub.read[ok]
             qbeg, qend = query_spans(aln.cigar, aln.cigar_offsets, ok, sub.strand[ok], length[r])
             strong = (qend - qbeg == length[r]) & (aln.score[ok] >= floor[r] + 4 * unit)
             np.maximum.at(bar, r[strong], aln.score[ok[strong]].astype(np.int64) - margin)
+        rest = np.flatnonzero(~done)
+        if rest.size:
+            extend(rest, bar)
         out = alns[0]
         for aln in alns[1:]:
             out = Alignments.concat(out, aln)
