@@ -184,5 +184,19 @@ def fetch_rows(d_src, counts, width, stream):
     return d_dst.copy_to_host(stream=stream)
 
 
+def replace_rows(counts, values, rows, sub_counts, sub_values):
+    """Rows stored one after another (row r: counts[r] entries in each array of values) with the rows
+    `rows` (ascending) replaced by sub_counts / sub_values, laid out the same way in that order: a
+    GPU's results with the rows that the CPU had to redo. Returns (counts, values)."""
+    keep = np.ones(counts.shape[0], np.bool_)
+    keep[rows] = False
+    row = np.concatenate([np.repeat(np.flatnonzero(keep), counts[keep]), np.repeat(rows, sub_counts)])
+    order = np.argsort(row, kind="stable")
+    kept = np.repeat(keep, counts)
+    new_counts = counts.copy()
+    new_counts[rows] = sub_counts
+    return new_counts, tuple(np.concatenate([v[kept], s])[order] for v, s in zip(values, sub_values))
+
+
 __all__ = ["cuda", "cuda_available", "fetch_rows", "gpu_count", "gpu_lock", "kernel_callable", "note_gpu",
-           "on_gpus", "resident", "thread_scratch"]
+           "on_gpus", "replace_rows", "resident", "thread_scratch"]

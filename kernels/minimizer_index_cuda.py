@@ -9,7 +9,8 @@ import numpy as np
 from numba import config as numba_config
 
 from pymap.kernels import minimizer_index as cpu
-from pymap.kernels.cuda_support import cuda, fetch_rows, gpu_lock, kernel_callable, on_gpus, resident, thread_scratch
+from pymap.kernels.cuda_support import (cuda, fetch_rows, gpu_lock, kernel_callable, on_gpus, replace_rows, resident,
+                                        thread_scratch)
 from pymap.kernels.minimizers import ring_size
 
 #: hits one read may have on the device (more: the read is queried on the CPU)
@@ -85,7 +86,7 @@ def query_batch_cuda(codes, offsets, max_edits, m, w, rule, order, max_occ, min_
     the same arguments and results; the table is copied to each device once. timing: a dict whose
     "kernel_ms" gets the kernels' time (CUDA events) and "cpu_reads" the reads left to the CPU."""
     n = offsets.shape[0] - 1
-    out = cpu.query_buffers(n, max_cands)
+    out = cpu.query_buffers(n, 0)                  # per-read arrays; the candidate slots stay on the device
     if n == 0:
         return cpu.compact(*out, max_cands)
     a = arrays
@@ -133,7 +134,7 @@ def query_batch_cuda(codes, offsets, max_edits, m, w, rule, order, max_occ, min_
         timing["kernel_ms"] = timing.get("kernel_ms", 0.0) + max(t for _, _, (t, _) in done)
         timing["cpu_reads"] = timing.get("cpu_reads", 0) + int(redo.size)
     strand, pos = (np.concatenate([found[j] for _, _, (_, found) in done]) for j in (0, 1))
-    read = np.repeat(np.arange(n, dtype=np.int64), out[2])
+    counts = out[2]
     if redo.size:                                  # reads with too many hits: the CPU kernel
         lengths = offsets[redo + 1] - offsets[redo]
         sub_off = np.zeros(redo.size + 1, np.int64)
@@ -142,13 +143,8 @@ def query_batch_cuda(codes, offsets, max_edits, m, w, rule, order, max_occ, min_
         sub = cpu.query_buffers(redo.size, max_cands)
         cpu.query_into(codes[take], sub_off, max_edits[redo], m, w, rule, order, max_occ, min_hits, min_frac,
                        max_cands, a, *sub)
-        sub_read, sub_strand, sub_pos, _ = cpu.compact(*sub, max_cands)
-        keep = over[read] == 0
-        read = np.concatenate([read[keep], redo[sub_read]])
-        order = np.argsort(read, kind="stable")
-        read = read[order]
-        strand = np.concatenate([strand[keep], sub_strand])[order]
-        pos = np.concatenate([pos[keep], sub_pos])[order]
-        for j in range(2, 6):
+        _, sub_strand, sub_pos, _ = cpu.compact(*sub, max_cands)
+        counts, (strand, pos) = replace_rows(out[2], (strand, pos), redo, sub[2], (sub_strand, sub_pos))
+        for j in range(3, 6):
             out[j][redo] = sub[j]
-    return read, strand, pos, tuple(out[3:6])
+    return np.repeat(np.arange(n, dtype=np.int64), counts), strand, pos, tuple(out[3:6])

@@ -13,7 +13,8 @@ from numba import config as numba_config
 
 from pymap.kernels import diagonal_clusters as dc
 from pymap.kernels import nbindex_query as cpu
-from pymap.kernels.cuda_support import cuda, fetch_rows, gpu_lock, kernel_callable, on_gpus, resident, thread_scratch
+from pymap.kernels.cuda_support import (cuda, fetch_rows, gpu_lock, kernel_callable, on_gpus, replace_rows, resident,
+                                        thread_scratch)
 
 #: hits one read strand may have on the device (more: the read is seeded on the CPU)
 HIT_CAPACITY = 512
@@ -136,11 +137,6 @@ def _on_cpu(redo, codes, rc_codes, offsets, max_edits, care, span, ln, step, los
     cpu.query_batch(codes[take], rc_codes[take], sub_off, max_edits[redo], care, span, ln, step, lossless, e_nb,
                     max_occ, max_cands, min_hits, blk, g, slots, pos, None, None, None, sub_pos, sub_cnt)
     slots_of = (2 * redo[:, None] + np.arange(2)[None, :]).reshape(-1)
-    keep = np.ones(counts.shape[0], np.bool_)
-    keep[slots_of] = False
-    slot = np.concatenate([np.repeat(np.flatnonzero(keep), counts[keep]), np.repeat(slots_of, sub_cnt)])
     _, _, sub_found = cpu.compact(sub_pos, sub_cnt, max_cands, 0)
-    found = np.concatenate([positions[np.repeat(keep, counts)], sub_found])
-    counts = counts.copy()
-    counts[slots_of] = sub_cnt
-    return counts, found[np.argsort(slot, kind="stable")]
+    counts, (found,) = replace_rows(counts, (positions,), slots_of, sub_cnt, (sub_found,))
+    return counts, found
