@@ -16,6 +16,8 @@ if not hasattr(np, "row_stack"):
 
 from numba import cuda  # noqa: E402
 
+from pymap.reference import complete  # noqa: E402
+
 
 def cuda_available():
     """True when a usable CUDA GPU (or the simulator) is present; a broken driver counts as none."""
@@ -36,6 +38,7 @@ def resident(host):
     hit = _RESIDENT.get(key)
     if hit is not None and hit[0]() is host:
         return hit[1]
+    complete(host)          # a reference decoded on demand is copied whole
     dev = cuda.to_device(np.ascontiguousarray(host))
     _release_at_exit()
     _RESIDENT[key] = (weakref.ref(host), dev)

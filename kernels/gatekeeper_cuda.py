@@ -27,6 +27,7 @@ from numba import config as numba_config
 from numba import uint64
 
 from pymap.kernels.cuda_support import cuda, note_gpu
+from pymap.reference import complete
 from pymap.kernels.gatekeeper_cpu import (MODE_FULL, MODE_NONE, MODE_PUBLISHED, REJECT, UNDEFINED,
                                     encode_pair_words)
 
@@ -593,6 +594,7 @@ class GateKeeperCUDA:
             if ref_codes.nbytes > 0.6 * min(free, 1 << 62):
                 dev.ref_host = None
                 return False
+            complete(ref_codes)          # a reference decoded on demand is copied whole
             dev.ref_dev = cuda.to_device(np.ascontiguousarray(ref_codes))
             dev.ref_host = ref_codes
             return True

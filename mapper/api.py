@@ -78,13 +78,25 @@ def default_seeder(genome_len):
     return "neighborhood" if genome_len <= LARGE_GENOME else "minimizer"
 
 
+def open_reference(ref_path, seeder=None, index_path=None):
+    """The reference at ref_path, from the index that will serve it when that index carries it
+    (index_path, else the named seeder's default index, else the default seeders')."""
+    if index_path:
+        paths = [index_path]
+    else:
+        names = [seeder] if seeder else ["neighborhood", "minimizer"]
+        paths = [plugins.create("seeder", name).index_path(ref_path) for name in names]
+    return load_reference(ref_path, paths)
+
+
 def build_index(ref_path, seeder=None, seeder_opts=None, index_path=None):
     """Build and save the index of a reference (seeder None: default_seeder); returns the index path."""
-    reference = load_reference(ref_path)
+    reference = open_reference(ref_path, seeder, index_path)
     seeder = seeder or default_seeder(int(reference.codes.shape[0]))
     sd = plugins.create("seeder", seeder, **(seeder_opts or {}))
     path = index_path or sd.index_path(ref_path)
     t = time.perf_counter()
+    reference.ensure([0], [len(reference.codes)])
     index = sd.build_index(reference)
     sd.save_index(index, path)
     _log(f"index of {len(reference)} contig(s), {int(reference.lengths.sum())} bp built in "
@@ -112,6 +124,7 @@ def open_index(seeder, reference, ref_path, index_path=None, save=True, verify=T
     elif index_path:
         raise InputError(f"{index_path}: no such index file (build it with `pymap index`)")
     t = time.perf_counter()
+    reference.ensure([0], [len(reference.codes)])
     index = seeder.build_index(reference)
     _log(f"index built in {time.perf_counter() - t:.1f} s")
     if save:
@@ -141,7 +154,7 @@ def with_device(kind, spec, opts, device):
 def make_pipeline(ref_path, options, index_path=None, paired=False):
     options.validate()
     set_threads(options.threads)
-    reference = load_reference(ref_path)
+    reference = open_reference(ref_path, options.seeder, index_path)
     options.seeder = options.seeder or default_seeder(int(reference.codes.shape[0]))
     seeder_opts = dict(options.seeder_opts)
     if options.report_all:

@@ -199,9 +199,8 @@ class DaskRun:
 
     def _load(self, ref_path, options, index_path, paired):
         from pymap import api, plugins
-        from pymap.reference import load_reference
         self.options = dataclasses.replace(options, dask=None, threads=1, progress=False)
-        self.reference = load_reference(ref_path)
+        self.reference = api.open_reference(ref_path, self.options.seeder, index_path)
         self.options.seeder = self.options.seeder or api.default_seeder(int(self.reference.codes.shape[0]))
         # the client makes sure a saved index exists; workers only load it
         seeder = plugins.create("seeder", self.options.seeder, **options.seeder_opts)

@@ -202,12 +202,13 @@ def _valid_record(rec):
     return count * dtype.itemsize == nbytes
 
 
-def load_index(path, expect=None, verify=True):
+def load_index(path, expect=None, verify=True, only=None, skip=()):
     """Load an index file: (meta, {name: ndarray}) with the arrays memory-mapped.
 
     expect: dict of header entries that must match (nested dicts compared key by key), else
     IndexMismatch. verify: check every chunk's CRC32 (default); sizes and the header checksum are
-    always checked (IndexCorrupt).
+    always checked (IndexCorrupt). only: the names of the arrays wanted (checked and returned;
+    KeyError when one is missing), None for all; skip: names of arrays neither checked nor returned.
     """
     path = os.fspath(path)
     meta, size = read_header(path)
@@ -232,6 +233,10 @@ def load_index(path, expect=None, verify=True):
         raise IndexCorrupt(f"{path}: damaged index header (duplicate array names); {REBUILD_HINT}")
     if size < end:
         raise IndexCorrupt(f"{path}: truncated index file ({size} bytes, {end} expected); {REBUILD_HINT}")
+    if only is not None:
+        by_name = {rec["name"]: rec for rec in records}
+        records = [by_name[name] for name in only]
+    records = [rec for rec in records if rec["name"] not in skip]
     if verify:
         _verify(path, records)
     mm = np.memmap(path, dtype=np.uint8, mode="c") if size else np.zeros(0, np.uint8)
@@ -276,16 +281,24 @@ def _verify(path, records):
 # ---------------------------------------------------------------- seeders' index files
 
 def reference_info(reference):
-    """The contig table a seeder's index keeps: {"checksum", "names", "lengths"}."""
+    """What a seeder's index keeps of its reference: {"checksum", "names", "lengths"}, and, to be
+    saved with it, "fasta" (the FASTA's fingerprint) and "packed" (the bases two bits each)."""
+    from pymap.reference import packed_arrays
     return {"checksum": reference.checksum, "names": list(reference.names),
-            "lengths": [int(x) for x in reference.lengths]}
+            "lengths": [int(x) for x in reference.lengths], "fasta": reference.fasta,
+            "packed": packed_arrays(reference)}
+
+
+#: the arrays of a seeder's index file that hold the reference (pymap.reference.load_reference)
+REFERENCE_ARRAYS = ("ref_pac", "ref_amb")
 
 
 def save_seeder_index(path, seeder, version, params, info, arrays):
-    """A seeder's index: its name and version, build parameters, reference checksum and contig table."""
+    """A seeder's index: its name and version, build parameters, reference checksum and contig table,
+    and the reference itself packed (as bwa's .pac: `align` need not read the FASTA again)."""
     meta = {"seeder": seeder, "index_version": version, "params": params, "reference_checksum": info["checksum"],
-            "contigs": {"names": info["names"], "lengths": info["lengths"]}}
-    save_index(path, meta, arrays)
+            "contigs": {"names": info["names"], "lengths": info["lengths"]}, "fasta": info.get("fasta")}
+    save_index(path, meta, {**arrays, **info.get("packed", {})})
 
 
 def explicit_params(stage, keys):
@@ -336,7 +349,7 @@ def load_seeder_index(path, seeder, version, reference, explicit, check, verify=
         expect["params"] = explicit
     if reference is not None:
         expect["reference_checksum"] = reference.checksum
-    meta, arrays = load_index(path, expect, verify=verify)
+    meta, arrays = load_index(path, expect, verify=verify, skip=REFERENCE_ARRAYS)   # the reference's own loader
     params, contigs = meta.get("params"), meta.get("contigs")
     try:
         if not isinstance(params, dict):

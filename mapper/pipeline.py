@@ -62,6 +62,9 @@ class Pipeline:
         self.slack = SlackTable(filt, fixed=options.filter_slack, whole_e=options.report_all)
         self.opt = options
         self.stats = RunStats(on_gpu=gpu_stages(seeder, filt, extender))
+        # how far beyond a candidate's diagonal +- 2e a stage may read the reference (the widest band)
+        bands = [getattr(x, "band", None) for x in (extender, pair_extender)]
+        self.band_reach = max([MIN_BAND] + [b for b in bands if isinstance(b, int)]) + 8
         self.ctg_names = np.frombuffer("".join(reference.names).encode(), dtype=np.uint8).copy()
         self.ctg_name_offsets = np.zeros(len(reference.names) + 1, np.int64)
         np.cumsum([len(n.encode()) for n in reference.names], out=self.ctg_name_offsets[1:])
@@ -128,7 +131,16 @@ class Pipeline:
         span = np.minimum(hi, cands.pos + L + e) - np.maximum(lo, cands.pos - e)
         idx = np.flatnonzero(span >= need)
         c = cands.take(idx)
-        return CandidateBatch(batch, self.ref.codes, c.read, c.strand, c.pos, lo[idx], hi[idx], e[idx])
+        return self.candidate_batch(batch, c.read, c.strand, c.pos, lo[idx], hi[idx], e[idx])
+
+    def candidate_batch(self, batch, read, strand, pos, lo, hi, max_edits):
+        """A CandidateBatch of these candidates, the reference decoded wherever a filter or an
+        extender may read it for them (Reference.ensure)."""
+        L = batch.lengths[read].astype(np.int64)
+        reach = 2 * np.asarray(max_edits, np.int64) + self.band_reach
+        pos = np.asarray(pos, np.int64)
+        self.ref.ensure(np.maximum(lo, pos - reach), np.minimum(hi, pos + L + reach))
+        return CandidateBatch(batch, self.ref.codes, read, strand, pos, lo, hi, max_edits)
 
     def filter(self, cands, estimates=False):
         """Which candidates the filter accepts (bool mask; with estimates, also its edit estimates),
@@ -458,8 +470,8 @@ class Pipeline:
         width = np.maximum(last - first + 1, 0)
         idx = np.repeat(np.arange(anchor.size), width)
         pos = first[idx] + np.arange(idx.size) - np.repeat(np.cumsum(width) - width, width)
-        cands = CandidateBatch(h.batch, self.ref.codes, mate[idx], np.where(fwd, 1, 0)[idx], pos, lo[idx],
-                               hi[idx], h.maxe[mate[idx]])
+        cands = self.candidate_batch(h.batch, mate[idx], np.where(fwd, 1, 0)[idx], pos, lo[idx], hi[idx],
+                                     h.maxe[mate[idx]])
         st.rescue_windows += anchor.size
         st.rescue_candidates += len(cands)
         if len(cands) == 0:

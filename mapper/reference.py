@@ -2,25 +2,32 @@
 import gzip
 import hashlib
 import os
+import threading
+import weakref
 import zlib
 from dataclasses import dataclass
 
 import numpy as np
 
-from pymap.kernels.encoding import ASCII_TO_CODE
 from pymap.errors import InputError
+from pymap.kernels.encoding import ASCII_TO_CODE
+from pymap.kernels.packed_ref import BLOCK, decode_blocks, missing_blocks, pack
 
 
 @dataclass
 class Reference:
     """names: contig names (str); offsets: int64[n+1] global start of each contig;
     codes: uint8 mapping codes of all contigs concatenated (non-ACGT is 4);
-    checksum: hex digest of the names and sequences (identifies the reference for an index)."""
+    checksum: hex digest of the names and sequences (identifies the reference for an index);
+    fasta: file_fingerprint of the FASTA it was read from (None: not from a file);
+    lazy: LazyCodes when the codes are decoded on demand from an index's packed copy (see ensure)."""
     names: list
     offsets: np.ndarray
     codes: np.ndarray
     checksum: str
     path: str = None
+    fasta: dict = None
+    lazy: "LazyCodes" = None
 
     @property
     def lengths(self):
@@ -28,6 +35,13 @@ class Reference:
 
     def __len__(self):
         return len(self.names)
+
+    def ensure(self, starts, ends):
+        """Make codes[starts[i]:ends[i]] readable for every i (arrays of global positions, clamped to
+        the genome). A no-op unless the codes are decoded on demand (a large reference loaded from its
+        index): every stage that reads the reference works inside windows its caller ensured."""
+        if self.lazy is not None:
+            self.lazy.ensure(starts, ends)
 
     def contig_of(self, pos):
         """Contig index holding each global position (array)."""
@@ -182,30 +196,28 @@ def _reference(heads, starts, codes, source):
     return Reference(names, offsets, codes, digest.hexdigest())
 
 
-def load_reference(path, cache=True):
-    """Read a FASTA or gzipped FASTA file, or its saved copy REF.pymap.ref (written on first use,
-    best effort): the contig table and the codes memory-mapped, so a run does not parse the FASTA
-    again. The copy is used only while the FASTA's fingerprint (file_fingerprint) is unchanged."""
+def load_reference(path, index_paths=()):
+    """The reference of a FASTA or gzipped FASTA file. It is taken from the first of `index_paths`
+    that carries it packed and was built from this very file (same file_fingerprint: a check whose
+    cost does not grow with the genome); otherwise the FASTA is read."""
     path = str(path)
-    cached = _load_cached(path) if cache else None
-    if cached is not None:
-        return cached
+    for index_path in index_paths:
+        ref = _from_index(path, index_path)
+        if ref is not None:
+            return ref
     ref = _read_fasta_file(path)
     ref.path = path
-    if cache:
-        _save_cached(ref, path)
+    if path != "-" and os.path.isfile(path):
+        ref.fasta = file_fingerprint(path)
     return ref
 
 
-#: bumped when the saved copy's content changes meaning
-REF_CACHE_VERSION = 1
 #: bytes read from each of FINGERPRINT_SAMPLES places of the FASTA for its fingerprint
 FINGERPRINT_BLOCK = 1 << 16
 FINGERPRINT_SAMPLES = 64
-
-
-def cache_path(path):
-    return f"{path}.pymap.ref"
+#: references up to this many bases are decoded whole when loaded from an index; longer ones block by
+#: block as candidates reach them (Reference.ensure)
+EAGER_BASES = 1 << 28
 
 
 def file_fingerprint(path):
@@ -221,33 +233,75 @@ def file_fingerprint(path):
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "crc32": crc & 0xFFFFFFFF}
 
 
-def _load_cached(path):
+def packed_arrays(reference):
+    """The arrays an index stores the reference in: {"ref_pac", "ref_amb"} (kernels/packed_ref.py)."""
+    if reference.lazy is not None:
+        return {"ref_pac": reference.lazy.pac, "ref_amb": reference.lazy.amb}
+    pac, amb = pack(reference.codes)
+    return {"ref_pac": pac, "ref_amb": amb}
+
+
+def _from_index(path, index_path):
+    """The Reference kept in an index file built from the FASTA at path, or None (no such index, one
+    of another file or an older pymap, or damaged: the FASTA is read instead)."""
     from pymap import index as idxfile
     from pymap.errors import IndexCorrupt, IndexMismatch
-    copy = cache_path(path)
-    if path == "-" or not os.path.isfile(path) or not os.path.exists(copy):
+    if path == "-" or not os.path.isfile(path) or not os.path.isfile(index_path):
         return None
     try:
-        meta, arrays = idxfile.load_index(copy, {"kind": "reference", "version": REF_CACHE_VERSION,
-                                                 "fasta": file_fingerprint(path)})
-        names, checksum = meta["names"], meta["checksum"]
-        offsets, codes = arrays["offsets"], arrays["codes"]
-        if (not isinstance(names, list) or not isinstance(checksum, str) or offsets.dtype != np.int64
-                or offsets.shape != (len(names) + 1,) or offsets[0] != 0 or np.any(np.diff(offsets) <= 0)
-                or codes.dtype != np.uint8 or codes.shape != (offsets[-1],)):
-            raise IndexCorrupt(f"{copy}: inconsistent saved reference")
-    except (IndexMismatch, IndexCorrupt, KeyError, TypeError, OSError):
-        return None          # stale or damaged: the FASTA is read again and the copy rewritten
-    return Reference(list(names), offsets, codes, checksum, path)
+        meta, _ = idxfile.read_header(index_path)
+        if not isinstance(meta, dict) or meta.get("fasta") != file_fingerprint(path):
+            return None
+        meta, arrays = idxfile.load_index(index_path, only=("ref_pac", "ref_amb"))
+        contigs, checksum = meta.get("contigs"), meta.get("reference_checksum")
+        names, lengths = contigs["names"], contigs["lengths"]
+        pac, amb = arrays["ref_pac"], arrays["ref_amb"]
+        offsets = np.zeros(len(names) + 1, np.int64)
+        np.cumsum(np.asarray(lengths, np.int64), out=offsets[1:])
+        n = int(offsets[-1])
+        if (not isinstance(checksum, str) or len(names) != len(lengths) or not names
+                or np.any(offsets[1:] <= offsets[:-1]) or pac.dtype != np.uint8 or pac.shape != ((n + 3) // 4,)
+                or amb.dtype != np.int64 or amb.ndim != 2 or amb.shape[1] != 2
+                or (amb.size and (amb[0, 0] < 0 or amb[-1, 1] > n or np.any(amb[:, 1] <= amb[:, 0])
+                                  or np.any(amb[1:, 0] < amb[:-1, 1])))):
+            raise IndexCorrupt(f"{index_path}: inconsistent packed reference")
+    except (IndexMismatch, IndexCorrupt, KeyError, TypeError, ValueError, OSError):
+        return None
+    lazy = LazyCodes(pac, amb, n)
+    if n <= EAGER_BASES:
+        lazy.ensure(np.zeros(1, np.int64), np.full(1, n, np.int64))
+        ref = Reference(list(names), offsets, lazy.codes, checksum, path, meta.get("fasta"))
+    else:
+        ref = Reference(list(names), offsets, lazy.codes, checksum, path, meta.get("fasta"), lazy)
+    return ref
 
 
-def _save_cached(ref, path):
-    from pymap import index as idxfile
-    if path == "-" or not os.path.isfile(path):
-        return
-    try:
-        meta = {"kind": "reference", "version": REF_CACHE_VERSION, "fasta": file_fingerprint(path),
-                "names": ref.names, "checksum": ref.checksum}
-        idxfile.save_index(cache_path(path), meta, {"offsets": ref.offsets, "codes": ref.codes})
-    except OSError:
-        pass                 # a read-only directory: later runs parse the FASTA again
+class LazyCodes:
+    """Mapping codes decoded from the packed reference block by block, on demand: `codes` is a
+    zero-filled array of the genome's length (untouched pages cost no memory) in which a block is
+    decoded before any stage reads it (Reference.ensure)."""
+
+    def __init__(self, pac, amb, n):
+        self.pac, self.amb, self.n = pac, amb, n
+        self.codes = np.zeros(n, np.uint8)
+        self.decoded = np.zeros(-(-n // BLOCK), np.uint8)
+        self.lock = threading.Lock()
+        _LAZY[id(self.codes)] = self
+
+    def ensure(self, starts, ends):
+        with self.lock:
+            blocks = missing_blocks(np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(ends, np.int64),
+                                    self.n, self.decoded)
+            if blocks.size:
+                decode_blocks(self.pac, self.amb, self.n, blocks, self.codes)
+
+
+_LAZY = weakref.WeakValueDictionary()
+
+
+def complete(codes):
+    """Decode every block of a lazily decoded reference's codes (before they are copied whole, to a
+    GPU); any other array is left as it is."""
+    lazy = _LAZY.get(id(codes))
+    if lazy is not None and lazy.codes is codes:
+        lazy.ensure(np.zeros(1, np.int64), np.full(1, lazy.n, np.int64))

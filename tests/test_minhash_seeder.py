@@ -12,7 +12,7 @@ import pytest
 
 from pymap import plugins
 from pymap.errors import IndexCorrupt, IndexMismatch
-from pymap.index import load_index, save_index
+from pymap.index import load_index, read_header, save_index
 from pymap.kernels import minhash as K
 from pymap.reference import load_reference
 from pymap.seeders.minhash import MinhashSeeder
@@ -463,7 +463,8 @@ def test_damaged_index_is_refused(tmp_path, small_ref):
     with pytest.raises(IndexCorrupt, match="truncated"):
         seeder.load_index(write(raw[:len(raw) - 100], "trunc"), small_ref)
     flipped = bytearray(raw)
-    flipped[-70] ^= 0xFF
+    first = read_header(path)[0]["arrays"][0]             # inside the first array
+    flipped[first["offset"] + first["nbytes"] // 2] ^= 0xFF
     with pytest.raises(IndexCorrupt, match="checksum"):
         seeder.load_index(write(flipped, "flip"), small_ref)
     hdr = bytearray(raw)

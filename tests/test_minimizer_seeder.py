@@ -13,7 +13,7 @@ import pytest
 from pymap import plugins
 from pymap.batch import ReadBatch
 from pymap.errors import IndexCorrupt, IndexMismatch
-from pymap.index import load_index, save_index
+from pymap.index import load_index, read_header, save_index
 from pymap.kernels import minimizer_index as K
 from pymap.kernels.minimizers import RULES, canonical_mmers, passes
 from pymap.reference import load_reference
@@ -289,7 +289,7 @@ def test_finds_true_locus_of_simulated_reads(sim_data):
     # an index with 40-bit values (genomes over 1 Gbp) gives the same candidates
     p = index.params
     arrays = K.build(ref.codes, ref.offsets, p["m"], p["w"], RULES[p["rule"]], K.ORDERS[p["order"]],
-                     p["max_occ"], wide=True)
+                     p["rescue_occ"], wide=True)
     wide = MinimizerIndex(p, index.reference, arrays)
     assert K.wide_values(wide.arrays)
     assert as_tuples(seeder.candidates(wide, batch, np.full(len(names), 5, np.int32))) == as_tuples(c)
@@ -329,16 +329,17 @@ def test_thread_count_does_not_change_candidates(sim_data):
     assert as_tuples(three) == as_tuples(one)
 
 
-def test_masked_repeats_are_counted_and_noted():
-    """A unit copied more than max_occ times is masked: a read from it gets no candidates, and the
-    seeder reports its masked seeds (repeats=True) and a run note."""
+def test_masked_repeats_are_counted_noted_and_rescued():
+    """A unit copied more than max_occ times is masked: a read from it gets no candidates from it, and
+    the seeder reports its masked seeds (repeats=True) and a run note; with its occurrences kept
+    (rescue_occ) the read is seeded again from them, at MAPQ 0."""
     rng = np.random.default_rng(6)
     unit = rng.integers(0, 4, 150).astype(np.uint8)
     parts = [rng.integers(0, 4, 500).astype(np.uint8)]
     for _ in range(12):
         parts += [unit, rng.integers(0, 4, 200).astype(np.uint8)]
     ref = make_reference([np.concatenate(parts)])
-    seeder = MinimizerSeeder(max_occ=10)
+    seeder = MinimizerSeeder(max_occ=10, rescue_occ=10)
     index = seeder.build_index(ref)
     assert index.n_masked > 0 and int(index.masked_counts.min()) >= 12
     unique = ref.codes[:100]
@@ -348,7 +349,13 @@ def test_masked_repeats_are_counted_and_noted():
     assert rep["seeds"][1] > 0 and rep["masked"][1] == rep["seeds"][1] and rep["masked_max"][1] >= 12
     assert rep["masked"][0] == 0 and rep["masked_max"][0] == 0
     notes = seeder.run_notes()
-    assert notes and "1 read(s) had only over-represented minimizers" in notes[0]
+    assert len(notes) == 1 and "1 read(s) had only over-represented minimizers" in notes[0]
+    rescuing = MinimizerSeeder(max_occ=10)
+    c, rep = rescuing.candidates(rescuing.build_index(ref), make_batch([unique, inside]), np.array([3, 3], np.int32),
+                                 repeats=True)
+    assert (c.read == 1).sum() == 12 and c.mapq_cap.tolist() == [60, 0]
+    assert rep["masked"][1] == rep["seeds"][1]
+    assert "1 read(s) without candidates" in rescuing.run_notes()[1]
     # with a larger cap every copy is a candidate
     roomy = MinimizerSeeder(max_occ=100)
     c = roomy.candidates(roomy.build_index(ref), make_batch([inside]), np.array([3], np.int32))
@@ -386,9 +393,11 @@ def test_index_round_trip_and_refusals(tmp_path, small_ref):
     # auto parameters take what the index holds; explicit other ones are a mismatch
     auto = MinimizerSeeder().load_index(path, small_ref)
     assert auto.params["m"] == 13 and auto.params["w"] == 6
-    for opts in ({"m": 15}, {"w": 8}, {"rule": "kmc2"}, {"order": "hash"}, {"max_occ": 9}):
+    for opts in ({"m": 15}, {"w": 8}, {"rule": "kmc2"}, {"order": "hash"}, {"rescue_occ": 9}):
         with pytest.raises(IndexMismatch, match="pymap index"):
             MinimizerSeeder(**{"m": 13, "w": 6, **opts}).load_index(path, small_ref)
+    with pytest.raises(IndexMismatch, match="max_occ=5000"):                # more than the index keeps
+        MinimizerSeeder(max_occ=5000).load_index(path, small_ref)
     other = make_reference([small_ref.codes[:1000]])
     with pytest.raises(IndexMismatch, match="another reference"):
         seeder.load_index(path, other)
@@ -406,7 +415,7 @@ def test_index_round_trip_and_refusals(tmp_path, small_ref):
 
 
 def test_damaged_index_is_refused(tmp_path, small_ref):
-    seeder = MinimizerSeeder(m=9, max_occ=3)
+    seeder = MinimizerSeeder(m=9, max_occ=3, rescue_occ=3)
     path = tmp_path / "g.idx"
     seeder.save_index(seeder.build_index(small_ref), path)
     raw = bytearray(path.read_bytes())
@@ -419,7 +428,8 @@ def test_damaged_index_is_refused(tmp_path, small_ref):
     with pytest.raises(IndexCorrupt, match="truncated"):
         seeder.load_index(write(raw[:len(raw) - 100], "trunc"), small_ref)
     flipped = bytearray(raw)
-    flipped[-70] ^= 0xFF
+    multi = next(r for r in read_header(path)[0]["arrays"] if r["name"] == "multi")
+    flipped[multi["offset"] + multi["nbytes"] // 2] ^= 0xFF
     with pytest.raises(IndexCorrupt, match="checksum"):
         seeder.load_index(write(flipped, "flip"), small_ref)
     hdr = bytearray(raw)
@@ -430,7 +440,7 @@ def test_damaged_index_is_refused(tmp_path, small_ref):
     meta, arrays = load_index(path)
     arrays = {k: np.array(v) for k, v in arrays.items()}
     assert MinimizerSeeder(m=9, max_occ=3).load_index(path, small_ref).n_masked > 0
-    for bad_params in ({"m": 8}, {"m": None}, {"w": 0}, {"rule": "x"}, {"order": 3}, {"max_occ": 0},
+    for bad_params in ({"m": 8}, {"m": None}, {"w": 0}, {"rule": "x"}, {"order": 3}, {"rescue_occ": 0},
                        {"hash": "other"}):
         save_index(tmp_path / "p.idx", {**meta, "params": {**meta["params"], **bad_params}}, arrays)
         with pytest.raises(IndexCorrupt, match="header"):
@@ -492,7 +502,8 @@ def test_bad_options(opts, words):
 def test_registered_and_defaults():
     assert plugins.load_class("seeder", "minimizer") is MinimizerSeeder
     p = MinimizerSeeder().build_params(4_641_652)
-    assert (p["m"], p["w"], p["rule"], p["order"], p["max_occ"]) == (13, 8, "rapidgkc", "lex", 1000)
+    assert (p["m"], p["w"], p["rule"], p["order"], p["rescue_occ"]) == (13, 8, "rapidgkc", "lex", 4096)
+    assert MinimizerSeeder(max_occ=5000).build_params(10 ** 6)["rescue_occ"] == 5000
     sizes = (48_502, 4_641_652, 30_000_000, 10 ** 9, 3_100_000_000)
     assert [default_m(n) for n in sizes] == [11, 13, 15, 17, 17]
     s = MinimizerSeeder()

@@ -15,7 +15,7 @@ from pymap.kernels import phf as H
 from pymap.kernels.sorting import sort_int64, sort_pairs
 from pymap.kernels.threads import range_bounds, run_ranges
 from pymap.errors import IndexCorrupt, IndexMismatch
-from pymap.index import load_index, save_index
+from pymap.index import load_index, read_header, save_index
 from pymap.seeders.neighborhood import NeighborhoodSeeder, default_build_params, parse_pattern
 
 from seeder_helpers import make_batch, make_reference, mutate, revcomp
@@ -498,7 +498,8 @@ def test_damaged_files(tmp_path, genome, genome_index):
     with pytest.raises(IndexCorrupt):
         seeder.load_index(write(raw[:30], "trunc2"), genome)
     flipped = bytearray(raw)
-    flipped[-5] ^= 0xFF                                   # inside the last array
+    first = read_header(path)[0]["arrays"][0]             # inside the first array
+    flipped[first["offset"] + first["nbytes"] // 2] ^= 0xFF
     with pytest.raises(IndexCorrupt, match="checksum"):
         seeder.load_index(write(flipped, "flip"), genome)
     seeder.load_index(write(flipped, "flip"), genome, verify=False)   # sizes only: loads

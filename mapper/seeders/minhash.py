@@ -23,7 +23,7 @@ from pymap.kernels.minhash import LOAD, MAX_K, MAX_WINDOW, build as build_arrays
 from pymap.plugins import Seeder, int_option
 
 #: bumped when the index content changes meaning (hashes, layout); part of the mismatch check
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 HASH_NAME = "fmix64-canonical/fmix64-slot/linear"
 
 # Defaults: MetaCache's sketch size and bucket cap; k and the window adapted to short reads and measured

@@ -4,8 +4,10 @@ clustered into candidates.
 Minimizers are those of kernels/minimizers.py (canonical m-mers, the RapidGKC signature rule, so that
 low-complexity m-mers such as AAA... are never chosen; windows of w consecutive m-mers), every tied
 minimum of a window kept so that both strands share them. The index (kernels/minimizer_index.py) stores
-every occurrence (position, orientation) under its minimizer; a minimizer with more than max_occ
-occurrences is masked at build time (occurrences dropped, count kept). A read is cut into the same
+every occurrence (position, orientation) under its minimizer, up to rescue_occ occurrences (a minimizer
+with more keeps only its count). Seeding masks minimizers with more than max_occ occurrences; a read
+whose minimizers are all masked is seeded again with those up to rescue_occ (as minimap2's max_max_occ:
+a read inside a repeat family still finds its copies). A read is cut into the same
 minimizers (a stretch of w + m - 1 bases shared with the reference always shares one), each hit gives a
 diagonal on a strand, and the diagonals are clustered as in the neighborhood seeder
 (kernels/diagonal_clusters.py). docs/seeding.md ("minimizer seeder") has the measurements behind the
@@ -26,7 +28,7 @@ import numpy as np
 
 from pymap import index as idxfile
 from pymap.batch import Candidates
-from pymap.errors import IndexCorrupt
+from pymap.errors import IndexCorrupt, IndexMismatch
 from pymap.kernels.diagonal_clusters import HIT_BIAS
 from pymap.kernels.minimizer_index import (ORDERS, build as build_arrays, flag_of, low_bits_of, query_batch,
                                            table_consistent, wide_values)
@@ -35,7 +37,7 @@ from pymap.kernels.select import MAPQ_MAX
 from pymap.plugins import Seeder, choice_option, int_option, resolve_device
 
 #: bumped when the index content changes meaning (hash, layout); part of the mismatch check
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 HASH_NAME = "mm2-hash64/bucketed-sorted"
 
 # Defaults measured on E. coli, the 30 Mbp genome and the divergent sets (docs/seeding.md).
@@ -43,6 +45,7 @@ DEFAULT_W = 8
 DEFAULT_RULE = "rapidgkc"
 DEFAULT_ORDER = "lex"
 DEFAULT_MAX_OCC = 1000
+DEFAULT_RESCUE_OCC = 4096
 DEFAULT_MAX_CANDS = 64
 DEFAULT_MIN_HITS = 1
 DEFAULT_MIN_FRAC = 0.2
@@ -52,7 +55,7 @@ M_MIN = 11
 M_MAX = 27
 
 
-BUILD_KEYS = ("m", "w", "rule", "order", "max_occ")
+BUILD_KEYS = ("m", "w", "rule", "order", "rescue_occ")
 
 
 def default_m(genome_len):
@@ -71,10 +74,11 @@ def _m_option(m):
     return m
 
 
-def check_build_params(m, w, rule, order, max_occ):
+def check_build_params(m, w, rule, order, rescue_occ):
     """Validated build parameters (ValueError naming the option)."""
     return {"m": _m_option(m), "w": int_option("w", w, 1, 255), "rule": choice_option("rule", rule, RULES),
-            "order": choice_option("order", order, ORDERS), "max_occ": int_option("max_occ", max_occ, 1, 1 << 31)}
+            "order": choice_option("order", order, ORDERS),
+            "rescue_occ": int_option("rescue_occ", rescue_occ, 1, 1 << 31)}
 
 
 def repeat_mapq_cap(seeds, masked):
@@ -122,7 +126,7 @@ class MinimizerIndex:
         if nb < 1 or nb & (nb - 1) or nb.bit_length() - 1 > min(2 * m, 30):
             return False
         return bool(table_consistent(bucket, keys, val, val_hi, multi, multi_hi, flag_of(wide_values(a)),
-                                     int(self.params["max_occ"]), genome, low_bits_of(a, m)))
+                                     int(self.params["rescue_occ"]), genome, low_bits_of(a, m)))
 
     @property
     def nbytes(self):
@@ -146,15 +150,15 @@ class MinimizerIndex:
 
     @property
     def n_occurrences(self):
-        """Occurrences stored (masked keys' occurrences not counted)."""
+        """Occurrences stored (those of keys over rescue_occ not counted)."""
         _, counts = self._records()
-        return self.n_keys - counts.size + int(counts[counts <= int(self.params["max_occ"])].sum())
+        return self.n_keys - counts.size + int(counts[counts <= int(self.params["rescue_occ"])].sum())
 
     @property
     def masked_counts(self):
-        """Occurrence counts of the masked keys (int64, in key order)."""
+        """Occurrence counts of the keys stored without occurrences (over rescue_occ; int64, key order)."""
         _, counts = self._records()
-        return counts[counts > int(self.params["max_occ"])]
+        return counts[counts > int(self.params["rescue_occ"])]
 
     @property
     def n_masked(self):
@@ -174,13 +178,14 @@ class MinimizerSeeder(Seeder):
     #: `--all`: every location within e wanted: room for many candidates a read, none dropped for weak support
     all_locations_defaults = {"max_cands": 1000, "min_frac": 0.0}
 
-    def __init__(self, m=None, w=None, rule=None, order=None, max_occ=None, max_cands=DEFAULT_MAX_CANDS,
-                 min_hits=DEFAULT_MIN_HITS, min_frac=DEFAULT_MIN_FRAC, device="cpu"):
+    def __init__(self, m=None, w=None, rule=None, order=None, max_occ=DEFAULT_MAX_OCC, rescue_occ=None,
+                 max_cands=DEFAULT_MAX_CANDS, min_hits=DEFAULT_MIN_HITS, min_frac=DEFAULT_MIN_FRAC, device="cpu"):
         self.m = None if m is None else _m_option(m)
         self.w = None if w is None else int_option("w", w, 1, 255)
         self.rule = None if rule is None else choice_option("rule", rule, RULES)
         self.order = None if order is None else choice_option("order", order, ORDERS)
-        self.max_occ = None if max_occ is None else int_option("max_occ", max_occ, 1, 1 << 31)
+        self.max_occ = int_option("max_occ", max_occ, 1, 1 << 31)
+        self.rescue_occ = None if rescue_occ is None else int_option("rescue_occ", rescue_occ, 1, 1 << 31)
         if (self.rule or DEFAULT_RULE) != "none" and self.m is not None and self.m < 3:
             raise ValueError(f"signature rules need m >= 3, got m={self.m} (use rule=none)")
         self.max_cands = int_option("max_cands", max_cands, 1, 100_000)
@@ -191,7 +196,7 @@ class MinimizerSeeder(Seeder):
         self.min_frac = float(min_frac)
         self.device = resolve_device(device)
         self.timing = {}               # on the GPU: kernel_ms, cpu_reads (hits over the device buffers)
-        self.stats = {"reads": 0, "no_minimizer": 0, "all_masked": 0, "mostly_masked": 0}
+        self.stats = {"reads": 0, "no_minimizer": 0, "all_masked": 0, "rescued": 0, "mostly_masked": 0}
 
     # ---------------------------------------------------------------- parameters
     def build_params(self, genome_len):
@@ -200,7 +205,8 @@ class MinimizerSeeder(Seeder):
                                self.w if self.w is not None else DEFAULT_W,
                                self.rule if self.rule is not None else DEFAULT_RULE,
                                self.order if self.order is not None else DEFAULT_ORDER,
-                               self.max_occ if self.max_occ is not None else DEFAULT_MAX_OCC)
+                               self.rescue_occ if self.rescue_occ is not None
+                               else max(DEFAULT_RESCUE_OCC, self.max_occ))
         p["hash"] = HASH_NAME
         return p
 
@@ -211,15 +217,20 @@ class MinimizerSeeder(Seeder):
     def build_index(self, reference):
         p = self.build_params(int(reference.codes.shape[0]))
         arrays = build_arrays(reference.codes, reference.offsets, p["m"], p["w"], RULES[p["rule"]],
-                              ORDERS[p["order"]], p["max_occ"])
+                              ORDERS[p["order"]], p["rescue_occ"])
         return MinimizerIndex(p, idxfile.reference_info(reference), arrays)
 
     def save_index(self, index, path):
         idxfile.save_seeder_index(path, self.name, INDEX_VERSION, index.params, index.reference, index.arrays)
 
     def load_index(self, path, reference, verify=True):
-        return idxfile.load_keyed_seeder_index(path, self, INDEX_VERSION, reference, BUILD_KEYS, check_build_params,
-                                               HASH_NAME, MinimizerIndex, verify)
+        index = idxfile.load_keyed_seeder_index(path, self, INDEX_VERSION, reference, BUILD_KEYS,
+                                                check_build_params, HASH_NAME, MinimizerIndex, verify)
+        if self.max_occ > index.params["rescue_occ"]:
+            raise IndexMismatch(f"{path}: the index keeps occurrences of minimizers seen up to "
+                                f"{index.params['rescue_occ']} times, max_occ={self.max_occ} needs more; "
+                                f"{idxfile.REBUILD_HINT}")
+        return index
 
     # ---------------------------------------------------------------- queries
     def candidates(self, index, batch, max_edits, repeats=False):
@@ -239,20 +250,37 @@ class MinimizerSeeder(Seeder):
         if int(np.max(np.diff(batch.offsets))) >= HIT_BIAS:
             raise ValueError(f"reads must be shorter than {HIT_BIAS} bases for the minimizer seeder")
         p = index.params
+        mask_occ = min(self.max_occ, p["rescue_occ"])
 
-        def query(codes, offsets, max_e):
-            args = (codes, offsets, max_e, p["m"], p["w"], RULES[p["rule"]], ORDERS[p["order"]], p["max_occ"],
-                    self.min_hits, self.min_frac, self.max_cands, index.arrays)
-            if self.device == "gpu":
-                from pymap.kernels.minimizer_index_cuda import query_batch_cuda
-                read, strand, pos, rep = query_batch_cuda(*args, timing=self.timing)
-            else:
-                read, strand, pos, rep = query_batch(*args)
-            return (read, strand, pos, *rep)
-        cat = idxfile.in_read_ranges(batch, max_edits, self.max_cands, query)
-        seeds, masked, masked_max = cat[3], cat[4], cat[5]
-        c = Candidates(cat[0], cat[1], cat[2], mapq_cap=repeat_mapq_cap(seeds, masked))
-        self._count(seeds, masked, np.bincount(cat[0], minlength=n))
+        def query_with(max_occ, device):
+            def query(codes, offsets, max_e):
+                args = (codes, offsets, max_e, p["m"], p["w"], RULES[p["rule"]], ORDERS[p["order"]], max_occ,
+                        self.min_hits, self.min_frac, self.max_cands, index.arrays)
+                if device == "gpu":
+                    from pymap.kernels.minimizer_index_cuda import query_batch_cuda
+                    read, strand, pos, rep = query_batch_cuda(*args, timing=self.timing)
+                else:
+                    read, strand, pos, rep = query_batch(*args)
+                return (read, strand, pos, *rep)
+            return query
+        cat = idxfile.in_read_ranges(batch, max_edits, self.max_cands, query_with(mask_occ, self.device))
+        read, strand, pos, seeds, masked, masked_max = cat
+        ncand = np.bincount(read, minlength=n)
+        cap = repeat_mapq_cap(seeds, masked)
+        # reads left without candidates by masked minimizers: seeded again with those up to rescue_occ;
+        # their copies may outnumber the candidates a read can have, so MAPQ 0
+        redo = np.flatnonzero((ncand == 0) & (masked > 0))
+        if redo.size and p["rescue_occ"] > mask_occ:
+            more = idxfile.in_read_ranges(batch.subset(redo), max_edits[redo], self.max_cands,
+                                          query_with(p["rescue_occ"], "cpu"))
+            read = np.concatenate([read, redo[more[0]].astype(read.dtype)])
+            order = np.argsort(read, kind="stable")      # a rescued read had no candidates before
+            read, strand, pos = read[order], np.concatenate([strand, more[1]])[order], \
+                np.concatenate([pos, more[2]])[order]
+            self.stats["rescued"] += int(np.unique(more[0]).size)
+            cap[redo] = 0
+        c = Candidates(read, strand, pos, mapq_cap=cap)
+        self._count(seeds, masked, ncand)
         if repeats:
             return c, {"seeds": seeds, "masked": masked, "masked_max": masked_max}
         return c
@@ -269,8 +297,10 @@ class MinimizerSeeder(Seeder):
         notes = []
         if s["all_masked"]:
             notes.append(f"{s['all_masked']} read(s) had only over-represented minimizers (more than max_occ "
-                         f"occurrences in the reference, masked in the index): they got no candidates and "
-                         f"are reported unmapped (no seed hit); a larger --seeder-opt max_occ indexes them")
+                         f"occurrences in the reference)")
+        if s["rescued"]:
+            notes.append(f"{s['rescued']} read(s) without candidates from their other minimizers were seeded "
+                         f"by those with up to rescue_occ occurrences (MAPQ 0: more copies may exist)")
         if s["mostly_masked"]:
             notes.append(f"{s['mostly_masked']} read(s) were seeded by a minority of their minimizers (most "
                          f"were masked repeats): their candidates may miss other copies, so their MAPQ is "

@@ -27,7 +27,7 @@ from pymap.errors import IndexCorrupt, IndexMismatch
 from pymap.plugins import Seeder, choice_option, int_option, resolve_device
 
 #: bumped when the index content changes meaning (hash family, layout); part of the mismatch check
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 HASH_RATIO = 1.23
 HASH_EXTRA = 1
 

@@ -1,0 +1,112 @@
+"""The reference packed two bits a base, as bwa's .pac, and decoded back to mapping codes block by block.
+
+A reference of n mapping codes (0-3 = ACGT, 4 = any other base) is kept as
+
+* ``pac``: uint8[(n + 3) // 4], base i in bits 2 (i & 3) .. 2 (i & 3) + 1 of byte i >> 2 (code 4 stored as 0);
+* ``amb``: int64[k, 2], the runs [start, end) of code 4, ascending and disjoint (N gaps are few and long).
+
+Decoding works on blocks of ``BLOCK`` bases: a lazily decoded reference (mapper/reference.py) decodes the
+blocks its candidates' windows touch, so its resident memory follows the reads, not the genome.
+"""
+import numpy as np
+from numba import njit, prange
+
+from pymap.kernels.encoding import N_CODE
+
+#: bases per decoded block (one page of codes)
+BLOCK = 4096
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _pack(codes, pac):
+    n = codes.shape[0]
+    for j in prange(pac.shape[0]):
+        byte = 0
+        for k in range(4):
+            i = 4 * j + k
+            if i < n and codes[i] < 4:
+                byte |= codes[i] << (2 * k)
+        pac[j] = byte
+
+
+@njit(cache=True, nogil=True)
+def _ambiguous_runs(codes):
+    n = codes.shape[0]
+    count = 0
+    for i in range(n):
+        if codes[i] >= 4 and (i == 0 or codes[i - 1] < 4):
+            count += 1
+    runs = np.empty((count, 2), np.int64)
+    r = 0
+    for i in range(n):
+        if codes[i] >= 4:
+            if i == 0 or codes[i - 1] < 4:
+                runs[r, 0] = i
+            if i + 1 == n or codes[i + 1] < 4:
+                runs[r, 1] = i + 1
+                r += 1
+    return runs
+
+
+def pack(codes):
+    """(pac, amb) of uint8 mapping codes (any code above 3 counts as 4)."""
+    codes = np.ascontiguousarray(codes, np.uint8)
+    pac = np.empty((codes.shape[0] + 3) // 4, np.uint8)
+    _pack(codes, pac)
+    return pac, _ambiguous_runs(codes)
+
+
+@njit(cache=True, nogil=True)
+def _decode_block(pac, amb, n, b, out):
+    a = b * BLOCK
+    e = min(n, a + BLOCK)
+    for i in range(a, e):
+        out[i] = (pac[i >> 2] >> (2 * (i & 3))) & 3
+    # the runs of code 4 that reach into [a, e): binary search for the first run ending after a
+    lo, hi = 0, amb.shape[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if amb[mid, 1] <= a:
+            lo = mid + 1
+        else:
+            hi = mid
+    r = lo
+    while r < amb.shape[0] and amb[r, 0] < e:
+        for i in range(max(a, amb[r, 0]), min(e, amb[r, 1])):
+            out[i] = N_CODE
+        r += 1
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def decode_blocks(pac, amb, n, blocks, out):
+    """Decode the listed blocks of the reference into out (uint8[n] mapping codes)."""
+    for t in prange(blocks.shape[0]):
+        _decode_block(pac, amb, n, blocks[t], out)
+
+
+@njit(cache=True, nogil=True)
+def missing_blocks(starts, ends, n, decoded):
+    """The blocks that ranges [starts[i], ends[i]) (clamped to [0, n)) touch and that are not yet decoded,
+    each once, ascending; they are marked decoded (the caller decodes them before anyone reads them)."""
+    count = 0
+    for i in range(starts.shape[0]):
+        a, e = max(starts[i], 0), min(ends[i], n)
+        if a >= e:
+            continue
+        for b in range(a // BLOCK, (e - 1) // BLOCK + 1):
+            if decoded[b] == 0:
+                decoded[b] = 2
+                count += 1
+    out = np.empty(count, np.int64)
+    k = 0
+    for i in range(starts.shape[0]):
+        a, e = max(starts[i], 0), min(ends[i], n)
+        if a >= e:
+            continue
+        for b in range(a // BLOCK, (e - 1) // BLOCK + 1):
+            if decoded[b] == 2:
+                decoded[b] = 1
+                out[k] = b
+                k += 1
+    out.sort()
+    return out
