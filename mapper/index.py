@@ -21,6 +21,7 @@ Files are written to a temporary name in the same directory and renamed into pla
 so an interrupted write never leaves a partial index under the real name.
 """
 import json
+import mmap
 import os
 import struct
 import zlib
@@ -202,13 +203,15 @@ def _valid_record(rec):
     return count * dtype.itemsize == nbytes
 
 
-def load_index(path, expect=None, verify=True, only=None, skip=()):
+def load_index(path, expect=None, verify=True, only=None, skip=(), random_access=()):
     """Load an index file: (meta, {name: ndarray}) with the arrays memory-mapped.
 
     expect: dict of header entries that must match (nested dicts compared key by key), else
     IndexMismatch. verify: check every chunk's CRC32 (default); sizes and the header checksum are
     always checked (IndexCorrupt). only: the names of the arrays wanted (checked and returned;
-    KeyError when one is missing), None for all; skip: names of arrays neither checked nor returned.
+    KeyError when one is missing), None for all; skip: names of arrays neither checked nor returned;
+    random_access: names of arrays read a few bytes here and there (no readahead: only the pages
+    read become resident).
     """
     path = os.fspath(path)
     meta, size = read_header(path)
@@ -240,6 +243,10 @@ def load_index(path, expect=None, verify=True, only=None, skip=()):
     if verify:
         _verify(path, records)
     mm = np.memmap(path, dtype=np.uint8, mode="c") if size else np.zeros(0, np.uint8)
+    for rec in records:
+        if rec["name"] in random_access and rec["nbytes"] and hasattr(mmap, "MADV_RANDOM"):
+            start = rec["offset"] // mmap.PAGESIZE * mmap.PAGESIZE
+            mm._mmap.madvise(mmap.MADV_RANDOM, start, rec["offset"] + rec["nbytes"] - start)
     raws = [np.asarray(mm[rec["offset"]:rec["offset"] + rec["nbytes"]]) for rec in records]
     arrays = {rec["name"]: raw.view(np.dtype(rec["dtype"])).reshape(rec["shape"])
               for rec, raw in zip(records, raws)}

@@ -1,6 +1,7 @@
 """The reference: contigs as one global array of mapping codes with contig boundaries."""
 import gzip
 import hashlib
+import mmap
 import os
 import threading
 import weakref
@@ -252,7 +253,7 @@ def _from_index(path, index_path):
         meta, _ = idxfile.read_header(index_path)
         if not isinstance(meta, dict) or meta.get("fasta") != file_fingerprint(path):
             return None
-        meta, arrays = idxfile.load_index(index_path, only=("ref_pac", "ref_amb"))
+        meta, arrays = idxfile.load_index(index_path, only=("ref_pac", "ref_amb"), random_access=("ref_pac",))
         contigs, checksum = meta.get("contigs"), meta.get("reference_checksum")
         names, lengths = contigs["names"], contigs["lengths"]
         pac, amb = arrays["ref_pac"], arrays["ref_amb"]
@@ -283,7 +284,12 @@ class LazyCodes:
 
     def __init__(self, pac, amb, n):
         self.pac, self.amb, self.n = pac, amb, n
-        self.codes = np.zeros(n, np.uint8)
+        # an anonymous map, not np.zeros: NumPy asks for huge pages on large arrays, and one decoded block
+        # would then make 2 MB resident
+        pages = mmap.mmap(-1, max(n, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        if hasattr(mmap, "MADV_NOHUGEPAGE"):
+            pages.madvise(mmap.MADV_NOHUGEPAGE)
+        self.codes = np.frombuffer(pages, np.uint8, count=n)
         self.decoded = np.zeros(-(-n // BLOCK), np.uint8)
         self.lock = threading.Lock()
         _LAZY[id(self.codes)] = self

@@ -163,14 +163,41 @@ def test_minimizer_seeding_cuda_equals_cpu(where):
 
 # ------------------------------------------------------------------------------------- mapping
 
-def compare_mapping(n_reads, paired, seeder="neighborhood"):
+def compare_lazy_copies():
+    """A reference decoded on demand, partly decoded, reaches the device whole: the stages' resident
+    copy and the GateKeeper filter's."""
+    from pymap.kernels.cuda_support import resident
+    from pymap.kernels.gatekeeper_cuda import GateKeeperCUDA
+    from pymap.kernels.packed_ref import BLOCK, pack
+    from pymap.reference import LazyCodes
+    rng = np.random.default_rng(1)
+    codes = rng.integers(0, 5, 3 * BLOCK + 5).astype(np.uint8)
+    same = []
+    for copy in (lambda a: resident(a).copy_to_host(),
+                 lambda a: (gk.ensure_reference(a), gk.devices[0].ref_dev.copy_to_host())[1]):
+        lazy = LazyCodes(*pack(codes), codes.size)
+        lazy.ensure(np.array([10]), np.array([20]))
+        gk = GateKeeperCUDA()
+        same.append(bool(np.array_equal(copy(lazy.codes), codes)))
+    return {"same": same}
+
+
+@pytest.mark.parametrize("where", ["simulator", "gpu"])
+def test_lazy_reference_reaches_the_gpu_whole(where):
+    assert run_check("compare_lazy_copies", where)["same"] == [True, True]
+
+
+def compare_mapping(n_reads, paired, seeder="neighborhood", lazy=False):
     """`--device gpu` against `--device cpu` on the bundled lambda example (the first n_reads reads;
-    paired: read pairs made from them): the same records, and the summary names the GPU stages."""
+    paired: read pairs made from them): the same records, and the summary names the GPU stages.
+    lazy: the reference decoded from its index on demand, as a large genome's (the GPU copy decodes it all)."""
     import gzip
     import shutil
     import tempfile
-    from pymap import api
+    from pymap import api, reference
     from pymap.options import AlignOptions
+    if lazy:
+        reference.EAGER_BASES = 0
     root = TESTS.parent / "examples"
     tmp = Path(tempfile.mkdtemp())
     shutil.copy(root / "lambda.fa", tmp / "lambda.fa")
@@ -186,6 +213,8 @@ def compare_mapping(n_reads, paired, seeder="neighborhood"):
             out += [lines[i], seq + "\n", "+\n", lines[i + 3].strip()[-60:][::-1] + "\n"]
         (tmp / "r2.fq").write_text("".join(out))
         mates = str(tmp / "r2.fq")
+    if lazy:
+        api.build_index(str(tmp / "lambda.fa"), seeder)       # both runs take the reference from the index
     sams, stats = {}, {}
     for device in ("cpu", "gpu"):
         out_path = tmp / f"{device}.sam"
@@ -198,11 +227,12 @@ def compare_mapping(n_reads, paired, seeder="neighborhood"):
             "on_gpu": list(stats["gpu"].on_gpu), "on_cpu": list(stats["cpu"].on_gpu)}
 
 
-@pytest.mark.parametrize("paired,seeder", [(False, "neighborhood"), (True, "neighborhood"), (False, "minimizer")],
-                         ids=["single", "pairs", "minimizer"])
+@pytest.mark.parametrize("paired,seeder,lazy", [(False, "neighborhood", False), (True, "neighborhood", False),
+                                                (False, "minimizer", False), (True, "minimizer", True)],
+                         ids=["single", "pairs", "minimizer", "lazy-reference"])
 @pytest.mark.parametrize("where", ["simulator", "gpu"])
-def test_mapping_on_gpu_equals_cpu(where, paired, seeder):
-    res = run_check("compare_mapping", where, 150 if where == "simulator" else 2000, paired, seeder)
+def test_mapping_on_gpu_equals_cpu(where, paired, seeder, lazy):
+    res = run_check("compare_mapping", where, 150 if where == "simulator" else 2000, paired, seeder, lazy)
     assert res["same"] and res["records"] > 150
     assert res["on_gpu"] == ["seed", "filter", "extend"] and res["on_cpu"] == []
 
