@@ -592,6 +592,13 @@ def test_reads_seeded_mostly_by_masked_repeats_get_capped_mapq(tmp_path):
     c, rep = sd.candidates(index, batch.with_rc(), np.full(len(starts), 15, np.int32), repeats=True)
     cap = repeat_mapq_cap(rep["seeds"], rep["masked"])
     assert (cap < 60).all()                 # most of each read's minimizers are in the repeat
+    # such reads are seeded with every minimizer the index keeps (up to rescue_occ), masked ones included
+    full = MinimizerSeeder(m=11, max_occ=index.params["rescue_occ"]).candidates(
+        index, batch, np.full(len(starts), 15, np.int32))
+    assert (2 * rep["masked"] > rep["seeds"]).all()
+    assert sorted(zip(c.read.tolist(), c.strand.tolist(), c.pos.tolist())) == \
+        sorted(zip(full.read.tolist(), full.strand.tolist(), full.pos.tolist()))
+    assert np.bincount(c.read).min() > 1 and sd.stats["rescued"] == 0
     mapq = [int(line.split("\t")[4]) for line in (tmp_path / "o.sam").read_text().splitlines()
             if not line.startswith("@")]
     assert len(mapq) == len(starts) and all(q <= k for q, k in zip(mapq, cap.tolist()))

@@ -267,18 +267,20 @@ class MinimizerSeeder(Seeder):
         read, strand, pos, seeds, masked, masked_max = cat
         ncand = np.bincount(read, minlength=n)
         cap = repeat_mapq_cap(seeds, masked)
-        # reads left without candidates by masked minimizers: seeded again with those up to rescue_occ;
-        # their copies may outnumber the candidates a read can have, so MAPQ 0
-        redo = np.flatnonzero((ncand == 0) & (masked > 0))
+        # reads seeded by a minority of their minimizers (the rest masked), or by none: seeded again with
+        # the keys up to rescue_occ, so that a read inside a repeat family reaches its own copy
+        redo = np.flatnonzero((masked > 0) & ((ncand == 0) | (2 * masked > seeds)))
         if redo.size and p["rescue_occ"] > mask_occ:
             more = idxfile.in_read_ranges(batch.subset(redo), max_edits[redo], self.max_cands,
                                           query_with(p["rescue_occ"], "cpu"))
-            read = np.concatenate([read, redo[more[0]].astype(read.dtype)])
-            order = np.argsort(read, kind="stable")      # a rescued read had no candidates before
-            read, strand, pos = read[order], np.concatenate([strand, more[1]])[order], \
-                np.concatenate([pos, more[2]])[order]
-            self.stats["rescued"] += int(np.unique(more[0]).size)
-            cap[redo] = 0
+            keep = np.flatnonzero(np.isin(read, redo, invert=True))
+            read = np.concatenate([read[keep], redo[more[0]].astype(read.dtype)])
+            order = np.argsort(read, kind="stable")      # each read's candidates come from one query
+            read, strand, pos = read[order], np.concatenate([strand[keep], more[1]])[order], \
+                np.concatenate([pos[keep], more[2]])[order]
+            none = redo[ncand[redo] == 0]
+            self.stats["rescued"] += int(np.isin(none, redo[more[0]]).sum())
+            cap[none] = 0            # their copies may outnumber the candidates a read can have
         c = Candidates(read, strand, pos, mapq_cap=cap)
         self._count(seeds, masked, ncand)
         if repeats:
@@ -302,7 +304,7 @@ class MinimizerSeeder(Seeder):
             notes.append(f"{s['rescued']} read(s) without candidates from their other minimizers were seeded "
                          f"by those with up to rescue_occ occurrences (MAPQ 0: more copies may exist)")
         if s["mostly_masked"]:
-            notes.append(f"{s['mostly_masked']} read(s) were seeded by a minority of their minimizers (most "
-                         f"were masked repeats): their candidates may miss other copies, so their MAPQ is "
-                         f"capped by the share of their minimizers that were not masked")
+            notes.append(f"{s['mostly_masked']} read(s) had most of their minimizers masked (repeats): seeded "
+                         f"again with those up to rescue_occ occurrences; as copies over rescue_occ may be "
+                         f"missing, their MAPQ is capped by the share of their minimizers that were not masked")
         return notes
