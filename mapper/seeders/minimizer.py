@@ -46,6 +46,8 @@ DEFAULT_RULE = "rapidgkc"
 DEFAULT_ORDER = "lex"
 DEFAULT_MAX_OCC = 1000
 DEFAULT_RESCUE_OCC = 4096
+#: reads seeded again with the keys up to rescue_occ keep up to this many times max_cands candidates
+RESCUE_CANDS = 4
 DEFAULT_MAX_CANDS = 64
 DEFAULT_MIN_HITS = 1
 DEFAULT_MIN_FRAC = 0.2
@@ -252,10 +254,10 @@ class MinimizerSeeder(Seeder):
         p = index.params
         mask_occ = min(self.max_occ, p["rescue_occ"])
 
-        def query_with(max_occ, device):
+        def query_with(max_occ, max_cands, device):
             def query(codes, offsets, max_e):
                 args = (codes, offsets, max_e, p["m"], p["w"], RULES[p["rule"]], ORDERS[p["order"]], max_occ,
-                        self.min_hits, self.min_frac, self.max_cands, index.arrays)
+                        self.min_hits, self.min_frac, max_cands, index.arrays)
                 if device == "gpu":
                     from pymap.kernels.minimizer_index_cuda import query_batch_cuda
                     read, strand, pos, rep = query_batch_cuda(*args, timing=self.timing)
@@ -263,7 +265,8 @@ class MinimizerSeeder(Seeder):
                     read, strand, pos, rep = query_batch(*args)
                 return (read, strand, pos, *rep)
             return query
-        cat = idxfile.in_read_ranges(batch, max_edits, self.max_cands, query_with(mask_occ, self.device))
+        cat = idxfile.in_read_ranges(batch, max_edits, self.max_cands,
+                                     query_with(mask_occ, self.max_cands, self.device))
         read, strand, pos, seeds, masked, masked_max = cat
         ncand = np.bincount(read, minlength=n)
         cap = repeat_mapq_cap(seeds, masked)
@@ -271,8 +274,9 @@ class MinimizerSeeder(Seeder):
         # the keys up to rescue_occ, so that a read inside a repeat family reaches its own copy
         redo = np.flatnonzero((masked > 0) & ((ncand == 0) | (2 * masked > seeds)))
         if redo.size and p["rescue_occ"] > mask_occ:
-            more = idxfile.in_read_ranges(batch.subset(redo), max_edits[redo], self.max_cands,
-                                          query_with(p["rescue_occ"], "cpu"))
+            wide = RESCUE_CANDS * self.max_cands       # a family's copies outnumber a unique read's hits
+            more = idxfile.in_read_ranges(batch.subset(redo), max_edits[redo], wide,
+                                          query_with(p["rescue_occ"], wide, "cpu"))
             keep = np.flatnonzero(np.isin(read, redo, invert=True))
             read = np.concatenate([read[keep], redo[more[0]].astype(read.dtype)])
             order = np.argsort(read, kind="stable")      # each read's candidates come from one query
