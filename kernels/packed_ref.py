@@ -77,10 +77,11 @@ def _decode_block(pac, amb, n, b, out):
         r += 1
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def decode_blocks(pac, amb, n, blocks, out):
-    """Decode the listed blocks of the reference into out (uint8[n] mapping codes)."""
-    for t in prange(blocks.shape[0]):
+    """Decode the listed blocks of the reference into out (uint8[n] mapping codes). One thread: about
+    1 GB/s, and a parallel kernel's start costs more than decoding a small genome or a batch's blocks."""
+    for t in range(blocks.shape[0]):
         _decode_block(pac, amb, n, blocks[t], out)
 
 
