@@ -3,6 +3,7 @@ import gzip
 import hashlib
 import mmap
 import os
+import sys
 import threading
 import weakref
 import zlib
@@ -266,7 +267,10 @@ def _from_index(path, index_path):
                 or (amb.size and (amb[0, 0] < 0 or amb[-1, 1] > n or np.any(amb[:, 1] <= amb[:, 0])
                                   or np.any(amb[1:, 0] < amb[:-1, 1])))):
             raise IndexCorrupt(f"{index_path}: inconsistent packed reference")
-    except (IndexMismatch, IndexCorrupt, KeyError, TypeError, ValueError, OSError):
+    except IndexCorrupt as exc:
+        print(f"[pymap] {exc}; reading {path} instead", file=sys.stderr)
+        return None
+    except (IndexMismatch, KeyError, TypeError, ValueError, OSError):
         return None
     lazy = LazyCodes(pac, amb, n)
     if n <= EAGER_BASES:

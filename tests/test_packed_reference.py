@@ -90,7 +90,7 @@ def test_a_changed_fasta_is_read_again(fasta):
     _same(api.open_reference(str(fasta)), load_reference(fasta))
 
 
-def test_a_damaged_packed_reference_is_not_used(fasta):
+def test_a_damaged_packed_reference_is_not_used(fasta, capsys):
     path = _index_of(fasta)
     good = load_reference(fasta)
     data = bytearray(open(path, "rb").read())
@@ -98,6 +98,7 @@ def test_a_damaged_packed_reference_is_not_used(fasta):
     data[pac["offset"] + pac["nbytes"] // 2] ^= 0xFF
     open(path, "wb").write(bytes(data))
     _same(api.open_reference(str(fasta)), good)
+    assert "damaged index array 'ref_pac'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("width", [0, 7, 60])
