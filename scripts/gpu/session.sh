@@ -89,8 +89,8 @@ for step in $steps; do
     TIMEFORMAT="%R"
     for t in ${THREADS:-16 1 2 4 8 16}; do
       s=$( { time CUDA_VISIBLE_DEVICES= python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t $t \
-        --no-progress -o /tmp/map/t.sam 2>/dev/null ; } 2>&1 | tail -1 )
-      echo "threads $t: $s s" | tee -a "$OUT/cpus.txt"
+        --no-progress -o /tmp/map/t.sam 2>/tmp/map/t.err ; } 2>&1 | tail -1 )
+      echo "threads $t: $s s; $(grep -o '[0-9.]* s (seed.*' /tmp/map/t.err | head -1)" | tee -a "$OUT/cpus.txt"
     done ;;
   ceiling)
     # the host's own ceiling for N independent single-threaded processes: one pymap -t 1 on 1/16 of
