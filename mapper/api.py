@@ -14,7 +14,7 @@ from pymap.errors import IndexCorrupt, IndexMismatch, InputError
 from pymap.options import AlignOptions
 from pymap.pipeline import Pipeline
 from pymap.reads import read_batches
-from pymap.reference import load_reference
+from pymap.reference import from_index, load_reference
 
 
 def _log(msg):
@@ -171,6 +171,10 @@ def make_pipeline(ref_path, options, index_path=None, paired=False):
         low = min(extender.min_score, PAIR_MIN_SCORE)
         pair_extender = plugins.create("extender", options.extender, **{**extender_opts, "min_score": low})
     index = open_index(seeder, reference, ref_path, index_path)
+    if reference.index is None:
+        # the index was just built: map with the reference it saved, as every later run does (the
+        # same decoding kernels; a large genome's parsed FASTA is freed)
+        reference = from_index(ref_path, index_path or seeder.index_path(ref_path)) or reference
     return Pipeline(reference, index, seeder, filt, extender, options, pair_extender=pair_extender)
 
 

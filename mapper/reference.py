@@ -22,6 +22,7 @@ class Reference:
     codes: uint8 mapping codes of all contigs concatenated (non-ACGT is 4);
     checksum: hex digest of the names and sequences (identifies the reference for an index);
     fasta: file_fingerprint of the FASTA it was read from (None: not from a file);
+    index: the index file it was taken from (None: read from the FASTA);
     lazy: LazyCodes when the codes are decoded on demand from an index's packed copy (see ensure)."""
     names: list
     offsets: np.ndarray
@@ -29,6 +30,7 @@ class Reference:
     checksum: str
     path: str = None
     fasta: dict = None
+    index: str = None
     lazy: "LazyCodes" = None
 
     @property
@@ -204,7 +206,7 @@ def load_reference(path, index_paths=()):
     cost does not grow with the genome); otherwise the FASTA is read."""
     path = str(path)
     for index_path in index_paths:
-        ref = _from_index(path, index_path)
+        ref = from_index(path, index_path)
         if ref is not None:
             return ref
     ref = _read_fasta_file(path)
@@ -243,7 +245,7 @@ def packed_arrays(reference):
     return {"ref_pac": pac, "ref_amb": amb}
 
 
-def _from_index(path, index_path):
+def from_index(path, index_path):
     """The Reference kept in an index file built from the FASTA at path, or None (no such index, one
     of another file or an older pymap, or damaged: the FASTA is read instead)."""
     from pymap import index as idxfile
@@ -275,9 +277,9 @@ def _from_index(path, index_path):
     lazy = LazyCodes(pac, amb, n)
     if n <= EAGER_BASES:
         lazy.ensure(np.zeros(1, np.int64), np.full(1, n, np.int64))
-        ref = Reference(list(names), offsets, lazy.codes, checksum, path, meta.get("fasta"))
+        ref = Reference(list(names), offsets, lazy.codes, checksum, path, meta.get("fasta"), index_path)
     else:
-        ref = Reference(list(names), offsets, lazy.codes, checksum, path, meta.get("fasta"), lazy)
+        ref = Reference(list(names), offsets, lazy.codes, checksum, path, meta.get("fasta"), index_path, lazy)
     return ref
 
 

@@ -189,3 +189,9 @@ def test_lazy_decoding_maps_as_the_fasta(sparse, tmp_path, monkeypatch, paired):
     assert _map(ref, reads, mates, tmp_path / "lazy.sam") == from_fasta
     lazy = seen[-1]
     assert 0 < lazy.decoded.sum() < lazy.decoded.size // 2              # it was decoded on demand
+
+
+def test_the_run_that_builds_the_index_maps_with_its_saved_reference(fasta):
+    pipe = api.make_pipeline(str(fasta), AlignOptions(progress=False, threads=1))
+    assert pipe.ref.index == str(fasta) + ".pymap.idx" and os.path.exists(pipe.ref.index)
+    _same(pipe.ref, load_reference(fasta))
