@@ -52,3 +52,50 @@ def run_ranges(kernel, bounds, *args):
     finally:
         stop.append(True)
         pool.shutdown(wait=True)
+
+
+def ahead(items, depth=1):
+    """The items of an iterable, in order, produced on a background thread up to `depth` items ahead
+    of the consumer (the next batch is read, or mapped, while this one is used). The thread keeps
+    the caller's Numba thread count (numba.set_num_threads is per thread); the producer's exception
+    is raised where its item would have come; a consumer that stops early stops the producer."""
+    import queue
+    import threading
+    done, failed = object(), object()
+    q = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    nthreads = numba.get_num_threads()
+
+    def put(x):
+        while not stop.is_set():
+            try:
+                q.put(x, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def produce():
+        numba.set_num_threads(nthreads)
+        try:
+            for x in items:
+                if not put((None, x)):
+                    return
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            put((failed, exc))
+            return
+        put((done, None))
+
+    thread = threading.Thread(target=produce, daemon=True, name="pymap-ahead")
+    thread.start()
+    try:
+        while True:
+            tag, x = q.get()
+            if tag is done:
+                return
+            if tag is failed:
+                raise x
+            yield x
+    finally:
+        stop.set()
+        thread.join()

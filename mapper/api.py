@@ -11,6 +11,7 @@ import numpy as np
 
 from pymap import plugins
 from pymap.errors import IndexCorrupt, IndexMismatch, InputError
+from pymap.kernels.threads import ahead
 from pymap.options import AlignOptions
 from pymap.pipeline import Pipeline
 from pymap.reads import read_batches
@@ -226,8 +227,11 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
     progress = Progress(options.progress)
     try:
         writer = run.writer(out, header, ref_path)
+        batches = run.sam_batches(reads_path, mates_path, header)
+        if isinstance(run, LocalRun):
+            batches = ahead(batches)        # the next batch is read and mapped while this one is written
         try:
-            for text in run.sam_batches(reads_path, mates_path, header):
+            for text in batches:
                 writer.write(text)
                 progress.update(run.stats.reads)
             t = time.perf_counter()
@@ -236,6 +240,8 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
         except BaseException:
             writer.abort()
             raise
+        finally:
+            batches.close()                 # no batch is mapped any more when the stages close
     finally:
         run.close()
     progress.update(run.stats.reads, final=True)
@@ -273,12 +279,12 @@ class LocalRun:
         pipe, opt = self.pipe, self.options
         if mates_path is not None or opt.interleaved:
             from pymap.mates import read_mate_batches
-            batches = read_mate_batches(reads_path, mates_path, opt.batch_size)
+            batches = ahead(read_mate_batches(reads_path, mates_path, opt.batch_size))
             self.model, batches = insert_model(pipe, batches, opt)
             for r1, r2, hits in batches:
                 yield pipe.map_pairs(r1, r2, self.model, hits)
         else:
-            for batch in read_batches(reads_path, opt.batch_size):
+            for batch in ahead(read_batches(reads_path, opt.batch_size)):
                 yield pipe.map_batch(batch)
         self.stats.filter_slack = pipe.slack.summary()
 

@@ -13,7 +13,7 @@ import pytest
 from pymap.kernels import nbindex_query as Q
 from pymap.kernels import phf as H
 from pymap.kernels.sorting import sort_int64, sort_pairs
-from pymap.kernels.threads import range_bounds, run_ranges
+from pymap.kernels.threads import ahead, range_bounds, run_ranges
 from pymap.errors import IndexCorrupt, IndexMismatch
 from pymap.index import load_index, read_header, save_index
 from pymap.seeders.neighborhood import NeighborhoodSeeder, default_build_params, parse_pattern
@@ -582,3 +582,54 @@ def test_run_ranges_covers_each_index_once():
                 run_ranges(fail, range_bounds(100, 1))
     finally:
         numba.set_num_threads(prev)
+
+
+def test_ahead_keeps_order_threads_and_errors():
+    """ahead: items in order, made on another thread with the caller's Numba thread count; the
+    producer's error where its item would be; a consumer that stops early stops the producer."""
+    import threading
+    prev = numba.get_num_threads()
+    made = []
+
+    def items(n, fail_at=None):
+        for i in range(n):
+            if i == fail_at:
+                raise ValueError(f"item {i}")
+            made.append(i)
+            yield i, numba.get_num_threads(), threading.current_thread().name
+
+    try:
+        numba.set_num_threads(1)
+        got = list(ahead(items(20)))
+        assert [g[0] for g in got] == list(range(20))
+        assert {g[1] for g in got} == {1} and {g[2] for g in got} == {"pymap-ahead"}
+        seen = []
+        with pytest.raises(ValueError, match="item 5"):
+            for x in ahead(items(9, fail_at=5)):
+                seen.append(x[0])
+        assert seen == [0, 1, 2, 3, 4]
+        made.clear()
+        it = ahead(items(1000), depth=2)
+        assert next(it)[0] == 0 and next(it)[0] == 1
+        it.close()
+        assert len(made) <= 6                            # two consumed, at most depth + 2 more made
+    finally:
+        numba.set_num_threads(prev)
+
+
+def test_mapping_keeps_the_thread_count(sim_data, tmp_path, monkeypatch):
+    """The batches are mapped on a background thread, with -t threads, not Numba's default."""
+    from pymap import api
+    from pymap.options import AlignOptions
+    from pymap.pipeline import Pipeline
+    counts = []
+    real = Pipeline.map_batch
+
+    def spy(self, batch):
+        counts.append(numba.get_num_threads())
+        return real(self, batch)
+    monkeypatch.setattr(Pipeline, "map_batch", spy)
+    ref, reads = sim_data[0], sim_data[1]
+    api.align(str(ref), str(reads), str(tmp_path / "o.sam"), options=AlignOptions(threads=1, batch_size=100,
+                                                                                   progress=False), summary=False)
+    assert len(counts) == 6 and set(counts) == {1}
