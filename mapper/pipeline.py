@@ -209,6 +209,7 @@ class Pipeline:
         reads are mates (see align)."""
         st = self.stats
         t = time.perf_counter()
+        self.ref.trim()
         batch.with_rc()
         n = len(batch)
         lengths = batch.lengths.astype(np.int64)
@@ -393,6 +394,8 @@ class Pipeline:
             rec_tlen[idx] = np.where(same, np.where(left, span, -span), 0)
         rec_reason = h.reason[rec_read].astype(np.int64)
         t = self._timed("select", t)
+        # MD strings read the reference under every alignment (decoded anew if trimmed since its extension)
+        self.ref.ensure(h.start, h.end)
 
         text = format_sam(rec_read, flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa, rec_mate, rec_tlen,
                           batch.names, batch.name_offsets, batch.codes, batch.rc_codes, batch.offsets,

@@ -47,6 +47,12 @@ class Reference:
         if self.lazy is not None:
             self.lazy.ensure(starts, ends)
 
+    def trim(self):
+        """Between batches: drop the decoded blocks of a reference decoded on demand once they exceed
+        DECODED_LIMIT bytes (a no-op otherwise)."""
+        if self.lazy is not None:
+            self.lazy.trim(DECODED_LIMIT)
+
     def contig_of(self, pos):
         """Contig index holding each global position (array)."""
         return np.searchsorted(self.offsets, pos, side="right") - 1
@@ -222,6 +228,8 @@ FINGERPRINT_SAMPLES = 64
 #: references up to this many bases are decoded whole when loaded from an index; longer ones block by
 #: block as candidates reach them (Reference.ensure)
 EAGER_BASES = 1 << 28
+#: bytes of decoded blocks a lazily decoded reference keeps between batches (then decodes afresh)
+DECODED_LIMIT = 1 << 30
 
 
 def file_fingerprint(path):
@@ -295,10 +303,21 @@ class LazyCodes:
         pages = mmap.mmap(-1, max(n, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         if hasattr(mmap, "MADV_NOHUGEPAGE"):
             pages.madvise(mmap.MADV_NOHUGEPAGE)
+        self.pages = pages
         self.codes = np.frombuffer(pages, np.uint8, count=n)
         self.decoded = np.zeros(-(-n // BLOCK), np.uint8)
         self.lock = threading.Lock()
         _LAZY[id(self.codes)] = self
+
+    def trim(self, limit):
+        """Forget every decoded block once more than `limit` bytes are decoded (the pages go back to the
+        system and read as zeros again): a long run keeps its decoded reference near what one batch
+        needs. Only between batches: any stage reads codes only inside windows it ensured since."""
+        with self.lock:
+            if int(self.decoded.sum()) * BLOCK <= limit:
+                return
+            self.pages.madvise(mmap.MADV_DONTNEED)
+            self.decoded[:] = 0
 
     def ensure(self, starts, ends):
         with self.lock:

@@ -166,9 +166,9 @@ def sparse(tmp_path_factory):
     return ref, out
 
 
-def _map(ref, reads, mates, out):
-    api.align(str(ref), str(reads), out=str(out), options=AlignOptions(progress=False), summary=False,
-              mates_path=None if mates is None else str(mates))
+def _map(ref, reads, mates, out, batch_size=20000):
+    api.align(str(ref), str(reads), out=str(out), options=AlignOptions(progress=False, batch_size=batch_size),
+              summary=False, mates_path=None if mates is None else str(mates))
     return [x for x in open(out).read().splitlines() if not x.startswith("@PG")]
 
 
@@ -189,6 +189,23 @@ def test_lazy_decoding_maps_as_the_fasta(sparse, tmp_path, monkeypatch, paired):
     assert _map(ref, reads, mates, tmp_path / "lazy.sam") == from_fasta
     lazy = seen[-1]
     assert 0 < lazy.decoded.sum() < lazy.decoded.size // 2              # it was decoded on demand
+    # decoded blocks forgotten before every batch of 7 reads (pairs: the insert-size model's batches
+    # are extended before the first one is written)
+    monkeypatch.setattr(reference, "DECODED_LIMIT", 0)
+    assert _map(ref, reads, mates, tmp_path / "trim.sam", batch_size=7) == from_fasta
+
+
+def test_trimming_forgets_decoded_blocks():
+    rng = np.random.default_rng(2)
+    codes = rng.integers(0, 5, 5 * BLOCK).astype(np.uint8)
+    lazy = reference.LazyCodes(*pack(codes), codes.size)
+    lazy.ensure(np.array([0, 3 * BLOCK]), np.array([BLOCK, 4 * BLOCK]))
+    lazy.trim(2 * BLOCK)                                  # within the limit: kept
+    assert lazy.decoded.tolist() == [1, 0, 0, 1, 0] and np.array_equal(lazy.codes[:BLOCK], codes[:BLOCK])
+    lazy.trim(BLOCK)
+    assert not lazy.decoded.any() and not lazy.codes.any()
+    lazy.ensure(np.array([BLOCK]), np.array([2 * BLOCK]))
+    assert np.array_equal(lazy.codes[BLOCK:2 * BLOCK], codes[BLOCK:2 * BLOCK])
 
 
 def test_the_run_that_builds_the_index_maps_with_its_saved_reference(fasta):
