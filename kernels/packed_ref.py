@@ -12,9 +12,10 @@ import numpy as np
 from numba import njit, prange
 
 from pymap.kernels.encoding import N_CODE
+from pymap.kernels.threads import range_bounds, run_ranges
 
-#: bases per decoded block (one page of codes)
-BLOCK = 4096
+#: bases per decoded block (a candidate's window of a few hundred bases touches one or two)
+BLOCK = 1024
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -78,11 +79,14 @@ def _decode_block(pac, amb, n, b, out):
 
 
 @njit(cache=True, nogil=True)
-def decode_blocks(pac, amb, n, blocks, out):
-    """Decode the listed blocks of the reference into out (uint8[n] mapping codes). One thread: about
-    1 GB/s, and a parallel kernel's start costs more than decoding a small genome or a batch's blocks."""
-    for t in range(blocks.shape[0]):
+def _decode_range(t0, t1, pac, amb, n, blocks, out):
+    for t in range(t0, t1):
         _decode_block(pac, amb, n, blocks[t], out)
+
+
+def decode_blocks(pac, amb, n, blocks, out):
+    """Decode the listed blocks of the reference into out (uint8[n] mapping codes), on threads."""
+    run_ranges(_decode_range, range_bounds(blocks.shape[0], 256), pac, amb, n, blocks, out)
 
 
 @njit(cache=True, nogil=True)

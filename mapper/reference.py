@@ -314,7 +314,9 @@ class LazyCodes:
         system and read as zeros again): a long run keeps its decoded reference near what one batch
         needs. Only between batches: any stage reads codes only inside windows it ensured since."""
         with self.lock:
-            if int(self.decoded.sum()) * BLOCK <= limit:
+            per_page = max(1, mmap.PAGESIZE // BLOCK)             # memory is resident by pages, not blocks
+            d = np.pad(self.decoded, (0, -self.decoded.size % per_page)).reshape(-1, per_page)
+            if int(np.count_nonzero(d.any(axis=1))) * mmap.PAGESIZE <= limit:
                 return
             self.pages.madvise(mmap.MADV_DONTNEED)
             self.decoded[:] = 0

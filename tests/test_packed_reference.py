@@ -196,16 +196,19 @@ def test_lazy_decoding_maps_as_the_fasta(sparse, tmp_path, monkeypatch, paired):
 
 
 def test_trimming_forgets_decoded_blocks():
+    """Decoded blocks are counted by the memory pages they make resident; past the limit all go."""
+    import mmap
+    page = mmap.PAGESIZE
     rng = np.random.default_rng(2)
-    codes = rng.integers(0, 5, 5 * BLOCK).astype(np.uint8)
+    codes = rng.integers(0, 5, 5 * page).astype(np.uint8)
     lazy = reference.LazyCodes(*pack(codes), codes.size)
-    lazy.ensure(np.array([0, 3 * BLOCK]), np.array([BLOCK, 4 * BLOCK]))
-    lazy.trim(2 * BLOCK)                                  # within the limit: kept
-    assert lazy.decoded.tolist() == [1, 0, 0, 1, 0] and np.array_equal(lazy.codes[:BLOCK], codes[:BLOCK])
-    lazy.trim(BLOCK)
+    lazy.ensure(np.array([0, 3 * page]), np.array([10, 3 * page + 10]))    # a block in pages 0 and 3
+    lazy.trim(2 * page)                                                     # two pages: kept
+    assert lazy.decoded.sum() == 2 and np.array_equal(lazy.codes[:10], codes[:10])
+    lazy.trim(page)
     assert not lazy.decoded.any() and not lazy.codes.any()
-    lazy.ensure(np.array([BLOCK]), np.array([2 * BLOCK]))
-    assert np.array_equal(lazy.codes[BLOCK:2 * BLOCK], codes[BLOCK:2 * BLOCK])
+    lazy.ensure(np.array([page]), np.array([2 * page]))
+    assert np.array_equal(lazy.codes[page:2 * page], codes[page:2 * page])
 
 
 def test_the_run_that_builds_the_index_maps_with_its_saved_reference(fasta):
