@@ -228,7 +228,7 @@ FINGERPRINT_SAMPLES = 64
 #: references up to this many bases are decoded whole when loaded from an index; longer ones block by
 #: block as candidates reach them (Reference.ensure)
 EAGER_BASES = 1 << 28
-#: bytes of decoded blocks a lazily decoded reference keeps between batches (then decodes afresh)
+#: bytes of memory pages that decoded blocks may occupy between batches (past it they are decoded afresh)
 DECODED_LIMIT = 1 << 30
 
 
