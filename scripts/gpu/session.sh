@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurements of BENCHMARKS.md in one device call (the machines are lent for minutes):
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
-#   bash scripts/gpu/session.sh [tests] [bench] [ncu] [map] [scale] [cpus] [ceiling] [dask]
+#   bash scripts/gpu/session.sh [tests] [bench] [ncu] [map] [scale] [cpus] [ceiling] [dask] [large]
 # (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
 # dependencies, see BENCHMARKS.md "Scale-out on Dask")
 # Each step writes under $OUT and prints a short summary.
@@ -70,6 +70,20 @@ for step in $steps; do
     [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
     python3 scripts/bench_gpu_pipeline.py /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t "$(nproc)" --batch-size ${BATCH:-200000} \
       --repeats 2 --workdir /tmp/map --profile ${PROFILE:-0} 2>&1 | grep -v -i warn | tee "$OUT/gpupipe.md" ;;
+  large)
+    # a human-like genome (LARGE_SIZE, default 1G) mapped with its minimizer index resident on the GPU
+    mkdir -p /tmp/big
+    [ -f /tmp/big/g.fa ] || python3 scripts/make_genome.py --size ${LARGE_SIZE:-1G} --out /tmp/big/g.fa --seed 1 | tail -1
+    python3 scripts/numpy_reads.py /tmp/big/g.fa -n ${LARGE_READS:-200000} -L 150 --seed 5 -o /tmp/big/r.fq
+    TIMEFORMAT="%R s wall, %U s user"
+    { time python3 -m pymap.cli index /tmp/big/g.fa -t "$(nproc)" ; } 2>&1 | tail -2 | tee -a "$OUT/large.txt"
+    for dev in gpu cpu gpu cpu; do
+      echo "device $dev" | tee -a "$OUT/large.txt"
+      { time python3 -m pymap.cli align /tmp/big/g.fa /tmp/big/r.fq --device $dev -t "$(nproc)" --batch-size 200000 \
+        --no-progress -o /tmp/big/$dev.sam ; } 2>&1 | grep -v "note:" | tail -2 | tee -a "$OUT/large.txt"
+    done
+    cmp <(grep -v '^@PG' /tmp/big/cpu.sam) <(grep -v '^@PG' /tmp/big/gpu.sam) && echo "cpu and gpu SAM identical" | tee -a "$OUT/large.txt"
+    python3 scripts/numpy_reads.py --check /tmp/big/gpu.sam | tee -a "$OUT/large.txt" ;;
   multigpu)
     # one GPU against all of them, --device gpu, one warm process each
     mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
