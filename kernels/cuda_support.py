@@ -16,7 +16,7 @@ if not hasattr(np, "row_stack"):
 
 from numba import cuda  # noqa: E402
 
-from pymap.reference import complete  # noqa: E402
+from pymap.kernels.packed_ref import complete  # noqa: E402
 
 
 def cuda_available():

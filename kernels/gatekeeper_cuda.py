@@ -27,7 +27,7 @@ from numba import config as numba_config
 from numba import uint64
 
 from pymap.kernels.cuda_support import cuda, note_gpu
-from pymap.reference import complete
+from pymap.kernels.packed_ref import complete
 from pymap.kernels.gatekeeper_cpu import (MODE_FULL, MODE_NONE, MODE_PUBLISHED, REJECT, UNDEFINED,
                                     encode_pair_words)
 

@@ -8,6 +8,10 @@ A reference of n mapping codes (0-3 = ACGT, 4 = any other base) is kept as
 Decoding works on blocks of ``BLOCK`` bases: a lazily decoded reference (mapper/reference.py) decodes the
 blocks its candidates' windows touch, so its resident memory follows the reads, not the genome.
 """
+import mmap
+import threading
+import weakref
+
 import numpy as np
 from numba import njit, prange
 
@@ -92,26 +96,66 @@ def decode_blocks(pac, amb, n, blocks, out):
 @njit(cache=True, nogil=True)
 def missing_blocks(starts, ends, n, decoded):
     """The blocks that ranges [starts[i], ends[i]) (clamped to [0, n)) touch and that are not yet decoded,
-    each once, ascending; they are marked decoded (the caller decodes them before anyone reads them)."""
-    count = 0
+    ascending; they are marked decoded (the caller decodes them before anyone reads them)."""
     for i in range(starts.shape[0]):
         a, e = max(starts[i], 0), min(ends[i], n)
-        if a >= e:
-            continue
-        for b in range(a // BLOCK, (e - 1) // BLOCK + 1):
+        for b in range(a // BLOCK, (e - 1) // BLOCK + 1 if a < e else 0):
             if decoded[b] == 0:
                 decoded[b] = 2
-                count += 1
-    out = np.empty(count, np.int64)
-    k = 0
-    for i in range(starts.shape[0]):
-        a, e = max(starts[i], 0), min(ends[i], n)
-        if a >= e:
-            continue
-        for b in range(a // BLOCK, (e - 1) // BLOCK + 1):
-            if decoded[b] == 2:
-                decoded[b] = 1
-                out[k] = b
-                k += 1
-    out.sort()
+    out = np.flatnonzero(decoded == 2)
+    decoded[out] = 1
     return out
+
+
+class LazyCodes:
+    """Mapping codes decoded from the packed reference block by block, on demand: `codes` is a
+    zero-filled array of the genome's length (untouched pages cost no memory) in which a block is
+    decoded before any stage reads it (Reference.ensure)."""
+
+    def __init__(self, pac, amb, n):
+        self.pac, self.amb, self.n = pac, amb, n
+        # an anonymous map, not np.zeros: NumPy asks for huge pages on large arrays, and one decoded block
+        # would then make 2 MB resident
+        pages = mmap.mmap(-1, max(n, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        if hasattr(mmap, "MADV_NOHUGEPAGE"):
+            pages.madvise(mmap.MADV_NOHUGEPAGE)
+        self.pages = pages
+        self.codes = np.frombuffer(pages, np.uint8, count=n)
+        self.decoded = np.zeros(-(-n // BLOCK), np.uint8)
+        self.lock = threading.Lock()
+        _LAZY[id(self.codes)] = self
+
+    def trim(self, limit):
+        """Forget every decoded block once the memory pages they occupy pass `limit` bytes (the pages go
+        back to the system and read as zeros again): a long run keeps its decoded reference near what one batch
+        needs. Only between batches: any stage reads codes only inside windows it ensured since."""
+        with self.lock:
+            per_page = max(1, mmap.PAGESIZE // BLOCK)             # memory is resident by pages, not blocks
+            d = np.pad(self.decoded, (0, -self.decoded.size % per_page)).reshape(-1, per_page)
+            if int(np.count_nonzero(d.any(axis=1))) * mmap.PAGESIZE <= limit:
+                return
+            self.pages.madvise(mmap.MADV_DONTNEED)
+            self.decoded[:] = 0
+
+    def decode_all(self):
+        """Decode every block (a small genome at load; the whole sequence for a GPU copy or an index build)."""
+        self.ensure(np.zeros(1, np.int64), np.full(1, self.n, np.int64))
+
+    def ensure(self, starts, ends):
+        """Decode the blocks that ranges [starts[i], ends[i]) touch (mapper/reference.py Reference.ensure)."""
+        with self.lock:
+            blocks = missing_blocks(np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(ends, np.int64),
+                                    self.n, self.decoded)
+            if blocks.size:
+                decode_blocks(self.pac, self.amb, self.n, blocks, self.codes)
+
+
+_LAZY = weakref.WeakValueDictionary()
+
+
+def complete(codes):
+    """Decode every block of a lazily decoded reference's codes (before they are copied whole, to a
+    GPU); any other array is left as it is."""
+    lazy = _LAZY.get(id(codes))
+    if lazy is not None and lazy.codes is codes:
+        lazy.decode_all()

@@ -7,6 +7,8 @@ next range as it finishes one (the kernels release the GIL). Results must not de
 runs which range: the kernels write disjoint outputs.
 """
 import itertools
+import queue
+import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 import numba
@@ -59,8 +61,6 @@ def ahead(items, depth=1):
     of the consumer (the next batch is read, or mapped, while this one is used). The thread keeps
     the caller's Numba thread count (numba.set_num_threads is per thread); the producer's exception
     is raised where its item would have come; a consumer that stops early stops the producer."""
-    import queue
-    import threading
     done, failed = object(), object()
     q = queue.Queue(maxsize=depth)
     stop = threading.Event()

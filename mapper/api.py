@@ -97,7 +97,7 @@ def build_index(ref_path, seeder=None, seeder_opts=None, index_path=None):
     sd = plugins.create("seeder", seeder, **(seeder_opts or {}))
     path = index_path or sd.index_path(ref_path)
     t = time.perf_counter()
-    reference.ensure([0], [len(reference.codes)])
+    reference.decode_all()
     index = sd.build_index(reference)
     sd.save_index(index, path)
     _log(f"index of {len(reference)} contig(s), {int(reference.lengths.sum())} bp built in "
@@ -125,7 +125,7 @@ def open_index(seeder, reference, ref_path, index_path=None, save=True, verify=T
     elif index_path:
         raise InputError(f"{index_path}: no such index file (build it with `pymap index`)")
     t = time.perf_counter()
-    reference.ensure([0], [len(reference.codes)])
+    reference.decode_all()
     index = seeder.build_index(reference)
     _log(f"index built in {time.perf_counter() - t:.1f} s")
     if save:

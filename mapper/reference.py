@@ -1,11 +1,8 @@
 """The reference: contigs as one global array of mapping codes with contig boundaries."""
 import gzip
 import hashlib
-import mmap
 import os
 import sys
-import threading
-import weakref
 import zlib
 from dataclasses import dataclass
 
@@ -13,7 +10,7 @@ import numpy as np
 
 from pymap.errors import InputError
 from pymap.kernels.encoding import ASCII_TO_CODE
-from pymap.kernels.packed_ref import BLOCK, decode_blocks, missing_blocks, pack
+from pymap.kernels.packed_ref import LazyCodes, pack
 
 
 @dataclass
@@ -46,6 +43,11 @@ class Reference:
         index): every stage that reads the reference works inside windows its caller ensured."""
         if self.lazy is not None:
             self.lazy.ensure(starts, ends)
+
+    def decode_all(self):
+        """Make every code readable (a seeder's index build reads the whole sequence)."""
+        if self.lazy is not None:
+            self.lazy.decode_all()
 
     def trim(self):
         """Between batches: drop the decoded blocks of a reference decoded on demand once they exceed
@@ -284,57 +286,6 @@ def from_index(path, index_path):
         return None
     lazy = LazyCodes(pac, amb, n)
     if n <= EAGER_BASES:
-        lazy.ensure(np.zeros(1, np.int64), np.full(1, n, np.int64))
-        ref = Reference(list(names), offsets, lazy.codes, checksum, path, meta.get("fasta"), index_path)
-    else:
-        ref = Reference(list(names), offsets, lazy.codes, checksum, path, meta.get("fasta"), index_path, lazy)
-    return ref
-
-
-class LazyCodes:
-    """Mapping codes decoded from the packed reference block by block, on demand: `codes` is a
-    zero-filled array of the genome's length (untouched pages cost no memory) in which a block is
-    decoded before any stage reads it (Reference.ensure)."""
-
-    def __init__(self, pac, amb, n):
-        self.pac, self.amb, self.n = pac, amb, n
-        # an anonymous map, not np.zeros: NumPy asks for huge pages on large arrays, and one decoded block
-        # would then make 2 MB resident
-        pages = mmap.mmap(-1, max(n, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        if hasattr(mmap, "MADV_NOHUGEPAGE"):
-            pages.madvise(mmap.MADV_NOHUGEPAGE)
-        self.pages = pages
-        self.codes = np.frombuffer(pages, np.uint8, count=n)
-        self.decoded = np.zeros(-(-n // BLOCK), np.uint8)
-        self.lock = threading.Lock()
-        _LAZY[id(self.codes)] = self
-
-    def trim(self, limit):
-        """Forget every decoded block once more than `limit` bytes are decoded (the pages go back to the
-        system and read as zeros again): a long run keeps its decoded reference near what one batch
-        needs. Only between batches: any stage reads codes only inside windows it ensured since."""
-        with self.lock:
-            per_page = max(1, mmap.PAGESIZE // BLOCK)             # memory is resident by pages, not blocks
-            d = np.pad(self.decoded, (0, -self.decoded.size % per_page)).reshape(-1, per_page)
-            if int(np.count_nonzero(d.any(axis=1))) * mmap.PAGESIZE <= limit:
-                return
-            self.pages.madvise(mmap.MADV_DONTNEED)
-            self.decoded[:] = 0
-
-    def ensure(self, starts, ends):
-        with self.lock:
-            blocks = missing_blocks(np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(ends, np.int64),
-                                    self.n, self.decoded)
-            if blocks.size:
-                decode_blocks(self.pac, self.amb, self.n, blocks, self.codes)
-
-
-_LAZY = weakref.WeakValueDictionary()
-
-
-def complete(codes):
-    """Decode every block of a lazily decoded reference's codes (before they are copied whole, to a
-    GPU); any other array is left as it is."""
-    lazy = _LAZY.get(id(codes))
-    if lazy is not None and lazy.codes is codes:
-        lazy.ensure(np.zeros(1, np.int64), np.full(1, lazy.n, np.int64))
+        lazy.decode_all()
+        return Reference(list(names), offsets, lazy.codes, checksum, path, meta.get("fasta"), index_path)
+    return Reference(list(names), offsets, lazy.codes, checksum, path, meta.get("fasta"), index_path, lazy)

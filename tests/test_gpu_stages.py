@@ -169,7 +169,7 @@ def compare_lazy_copies():
     from pymap.kernels.cuda_support import resident
     from pymap.kernels.gatekeeper_cuda import GateKeeperCUDA
     from pymap.kernels.packed_ref import BLOCK, pack
-    from pymap.reference import LazyCodes
+    from pymap.kernels.packed_ref import LazyCodes
     rng = np.random.default_rng(1)
     codes = rng.integers(0, 5, 3 * BLOCK + 5).astype(np.uint8)
     same = []

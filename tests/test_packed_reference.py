@@ -8,9 +8,9 @@ import pytest
 
 from pymap import api, reference
 from pymap.index import read_header
-from pymap.kernels.packed_ref import BLOCK, pack
+from pymap.kernels.packed_ref import BLOCK, LazyCodes, complete, pack
 from pymap.options import AlignOptions
-from pymap.reference import complete, load_reference
+from pymap.reference import load_reference
 
 from conftest import revcomp
 
@@ -46,7 +46,7 @@ def test_packing_round_trip(n):
         codes[0] = codes[-1] = 4
     pac, amb = pack(codes)
     assert pac.shape == ((n + 3) // 4,) and amb.ndim == 2
-    lazy = reference.LazyCodes(pac, amb, n)
+    lazy = LazyCodes(pac, amb, n)
     assert not lazy.codes.any()
     lazy.ensure(np.array([0]), np.array([n]))
     assert np.array_equal(lazy.codes, codes)
@@ -55,7 +55,7 @@ def test_packing_round_trip(n):
 def test_blocks_are_decoded_where_asked_only():
     rng = np.random.default_rng(1)
     codes = rng.integers(0, 5, 10 * BLOCK).astype(np.uint8)
-    lazy = reference.LazyCodes(*pack(codes), codes.size)
+    lazy = LazyCodes(*pack(codes), codes.size)
     lazy.ensure(np.array([BLOCK + 5, 7 * BLOCK - 3]), np.array([BLOCK + 10, 7 * BLOCK + 2]))
     assert lazy.decoded.tolist() == [0, 1, 0, 0, 0, 0, 1, 1, 0, 0]
     assert np.array_equal(lazy.codes[BLOCK:2 * BLOCK], codes[BLOCK:2 * BLOCK])
@@ -179,12 +179,12 @@ def test_lazy_decoding_maps_as_the_fasta(sparse, tmp_path, monkeypatch, paired):
     from_fasta = _map(ref, reads, mates, tmp_path / "fasta.sam")     # the first run reads the FASTA
     assert _map(ref, reads, mates, tmp_path / "index.sam") == from_fasta
     seen = []
-    real = reference.LazyCodes.ensure
+    real = LazyCodes.ensure
 
     def spy(self, starts, ends):
         real(self, starts, ends)
         seen.append(self)
-    monkeypatch.setattr(reference.LazyCodes, "ensure", spy)
+    monkeypatch.setattr(LazyCodes, "ensure", spy)
     monkeypatch.setattr(reference, "EAGER_BASES", 0)
     assert _map(ref, reads, mates, tmp_path / "lazy.sam") == from_fasta
     lazy = seen[-1]
@@ -201,7 +201,7 @@ def test_trimming_forgets_decoded_blocks():
     page = mmap.PAGESIZE
     rng = np.random.default_rng(2)
     codes = rng.integers(0, 5, 5 * page).astype(np.uint8)
-    lazy = reference.LazyCodes(*pack(codes), codes.size)
+    lazy = LazyCodes(*pack(codes), codes.size)
     lazy.ensure(np.array([0, 3 * page]), np.array([10, 3 * page + 10]))    # a block in pages 0 and 3
     lazy.trim(2 * page)                                                     # two pages: kept
     assert lazy.decoded.sum() == 2 and np.array_equal(lazy.codes[:10], codes[:10])

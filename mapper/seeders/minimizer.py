@@ -6,8 +6,8 @@ low-complexity m-mers such as AAA... are never chosen; windows of w consecutive 
 minimum of a window kept so that both strands share them. The index (kernels/minimizer_index.py) stores
 every occurrence (position, orientation) under its minimizer, up to rescue_occ occurrences (a minimizer
 with more keeps only its count). Seeding masks minimizers with more than max_occ occurrences; a read
-whose minimizers are all masked is seeded again with those up to rescue_occ (as minimap2's max_max_occ:
-a read inside a repeat family still finds its copies). A read is cut into the same
+whose minimizers are mostly or all masked is seeded again with those up to rescue_occ (as minimap2's
+max_max_occ: a read inside a repeat family still reaches its own copy). A read is cut into the same
 minimizers (a stretch of w + m - 1 bases shared with the reference always shares one), each hit gives a
 diagonal on a strand, and the diagonals are clustered as in the neighborhood seeder
 (kernels/diagonal_clusters.py). docs/seeding.md ("minimizer seeder") has the measurements behind the
