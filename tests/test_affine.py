@@ -677,3 +677,64 @@ def test_qgram_bound_skips_only_hopeless_candidates():
     full = ka.affine_align(*args, params=P)
     assert all(full[0][i] < mins[i] for i in range(len(items))
                if mins[i] > 1 and ka._hopeless(rc, off[i], 150, ref, args[6][i], 0, ref.size, 16, P, mins[i], bits))
+
+
+@numba.njit
+def _one_by_one(read_codes, rc_codes, off, ref, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P):
+    """Every candidate through the one-candidate DP (kernels.affine._one): 7 values and CIGAR each."""
+    n = c_read.shape[0]
+    maxl, maxb = ka._scratch_dims(off, c_read, c_pos, c_lo, c_hi, c_band)
+    H, F, G, X, GC, Y, dirs, rev, out = ka._scratch(maxl, maxb)
+    vals = np.empty((n, 7), np.int64)
+    cigars = np.zeros((n, 2 * maxl + 3), np.uint32)
+    for i in range(n):
+        res = ka._one(read_codes, rc_codes, off, ref, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P,
+                      H, F, G, X, GC, Y, dirs, rev, out, i)
+        for t in range(7):
+            vals[i, t] = res[t]
+        for t in range(res[6]):
+            cigars[i, t] = out[t]
+    return vals, cigars
+
+
+def test_lanes_equal_one_by_one():
+    """Candidates aligned side by side in int16 SIMD lanes (groups of the same read length and band,
+    contig ends inside a group, N, adapter junk, raised minimum scores, reads at the length where the
+    lanes' range ends) give exactly what each gives alone; scorings the lanes cannot hold go one by
+    one. Most candidates here do go through lanes (checked)."""
+    rng = np.random.default_rng(17)
+    ref, items = simulate(rng, 1500, lengths=(50, 150))
+    items = [(r, g, s, p, lo, hi, int(rng.choice([6, 16]))) for r, g, s, p, lo, hi, _ in items]
+    big = rng.integers(0, 4, 2000).astype(np.uint8)   # reads of 1024 bases, two mismatches (no shortcut)
+    long_read = big[100:1124].copy()
+    long_read[[300, 700]] = (long_read[[300, 700]] + 1) % 4
+    items += [(long_read, big, 0, 100 + int(rng.integers(-2, 3)), 0, big.size, 4) for _ in range(8)]
+    reads = [np.asarray(it[0], np.uint8) for it in items]
+    refs = [it[1] for it in items]
+    base = np.concatenate([ref, big])
+    shift = np.array([0 if g is ref else ref.size for g in refs], np.int64)
+    off = np.zeros(len(reads) + 1, np.int64)
+    off[1:] = np.cumsum([r.size for r in reads])
+    rc = np.concatenate(reads)
+    args = (rc, reverse_complement_batch(rc, off), off, base, np.arange(len(items), dtype=np.int32),
+            np.array([it[2] for it in items], np.int8), np.array([it[3] for it in items], np.int64) + shift,
+            np.array([it[4] for it in items], np.int64) + shift, np.array([it[5] for it in items], np.int64) + shift,
+            np.array([it[6] for it in items], np.int32))
+    mins = rng.choice([1, 1, 40, 100], len(items)).astype(np.int64)
+    for kw, fits in ((DEFAULT, True), (dict(DEFAULT, gap_open=5, gap_ext=2, gap_open_ins=3, gap_ext_ins=3,
+                                                clip_left=3, clip_right=8), True),
+                     (LOCAL, True), (dict(DEFAULT, clip_left=2000), False)):
+        P = ka.make_params(**kw)
+        for c_min in (np.full(len(items), P[ka.P_MIN], np.int64), np.maximum(mins, P[ka.P_MIN])):
+            got = ka._affine_batch(*ka._prep(*args), c_min, P, True)
+            vals, cigars = _one_by_one(*ka._prep(*args), c_min, P)
+            for t, a in enumerate(got[:6]):
+                assert np.array_equal(a, vals[:, t]), (kw, t)
+            co = got[7]
+            assert np.array_equal(np.diff(co), vals[:, 6])
+            for i in range(len(items)):
+                assert np.array_equal(got[6][co[i]:co[i + 1]], cigars[i, :vals[i, 6]]), (kw, i)
+            assert (vals[-8:, 0] == 1014).all()
+        a = ka._prep(*args)
+        sizes = ka._lane_groups(a[2], a[4], *a[6:10], P, np.arange(len(items)))[2]
+        assert (sizes.sum() > 0.6 * len(items)) == fits, (kw, sizes.sum())
