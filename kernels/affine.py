@@ -706,22 +706,24 @@ def _hopeless(read, ra, L, ref, pos, lo, hi, w, P, min_score, bits):
         x = ((x << 2) | b) & mask
         if c - a0 >= Q - 1:
             bits[x >> 6] |= np.uint64(1) << np.uint64(x & 63)
-    found = 0
+    hopeless = False
     if not bad:
+        found = 0
+        left = L - Q + 1                 # q-grams of the read not yet looked up
         x = np.int64(0)
         for j in range(L):
             x = ((x << 2) | np.int64(read[ra + j])) & mask
-            if j >= Q - 1 and (bits[x >> 6] >> np.uint64(x & 63)) & np.uint64(1):
-                found += 1
-    x = np.int64(0)                    # clear what was set
-    for c in range(a0, a1):
-        b = np.int64(ref[c])
-        if b > 3:
-            break
-        x = ((x << 2) | b) & mask
-        if c - a0 >= Q - 1:
-            bits[x >> 6] = np.uint64(0)
-    return (not bad) and found < need
+            if j >= Q - 1:
+                left -= 1
+                if (bits[x >> 6] >> np.uint64(x & 63)) & np.uint64(1):
+                    found += 1
+                    if found >= need:
+                        break
+                elif found + left < need:
+                    break
+        hopeless = found < need
+    bits[:] = 0                        # (8 KB: cheaper than clearing bit by bit)
+    return hopeless
 
 
 @njit(cache=True, nogil=True)
