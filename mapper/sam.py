@@ -143,7 +143,7 @@ class SamWriter:
         self.path = None if path == "-" else path
         self.format = output_format(path)
         self.sort = sort
-        self.tmp = self.proc = self.ref_copy = None
+        self.tmp = self.proc = self.ref_copy = self.index_tmp = None
         self.in_place = self.path is not None and outfile.in_place(self.path)
         self.index_suffix = (index_suffix(self.format, max_contig_len) if sort and self.path and not self.in_place
                              else None)
@@ -159,12 +159,15 @@ class SamWriter:
             if self.format == "cram":
                 ref_path, self.ref_copy = cram_reference(ref_path)
                 args += ["--reference", ref_path]
+            target = "-" if to_stdout else self.tmp
             if sort:
                 self.sort_prefix = outfile.temporary(outfile.scratch_base(self.path), ".sort.part")
-                args = ["sort", *args, "-T", self.sort_prefix]
+                if not to_stdout:
+                    target, self.index_tmp = indexed_target(self.tmp, self.path, self.index_suffix)
+                args = ["sort", *args, "-T", self.sort_prefix] + (["--write-index"] if self.index_tmp else [])
             else:
                 args = ["view", "-h", *args]
-            args += ["-o", "-" if to_stdout else self.tmp, "-"]
+            args += ["-o", target, "-"]
             sys.stdout.flush()
             self.proc = samtools(*args, stdin=subprocess.PIPE, stdout=sys.stdout.buffer if to_stdout else None)
             self.fh = self.proc.stdin
@@ -193,8 +196,8 @@ class SamWriter:
                 self.proc = None
                 self._discard_temporaries()
         if self.path is not None and not self.in_place:
-            publish_indexed(self.tmp, self.path, self.index_suffix)
-        self.tmp = None
+            publish_indexed(self.tmp, self.path, self.index_tmp, self.index_suffix)
+        self.tmp = self.index_tmp = None
 
     def abort(self):
         if self.fh is not None and self.fh is not sys.stdout.buffer:
@@ -208,7 +211,7 @@ class SamWriter:
             self.proc.err.close()
             self._discard_temporaries()
         if not self.in_place:
-            outfile.discard(self.tmp)
+            outfile.discard(self.tmp, self.index_tmp)
 
     def _discard_temporaries(self):
         if self.sort:
@@ -217,13 +220,19 @@ class SamWriter:
             shutil.rmtree(self.ref_copy, ignore_errors=True)
 
 
-def publish_indexed(tmp, path, suffix):
-    """Index the finished file `tmp` when suffix names an index, then give both their final names."""
-    index_tmp = outfile.temporary(path, suffix + ".part") if suffix else None
+def indexed_target(tmp, path, suffix):
+    """(htslib's output name, the index's temporary name or None) for a file written to tmp, to be
+    published as path with an index of this suffix: htslib writes the index along with the file
+    (--write-index, "FILE##idx##INDEX"), not in a second pass over it."""
+    if not suffix:
+        return tmp, None
+    index_tmp = outfile.temporary(path, ".part" + suffix)    # htslib picks the index format by the name's end
+    return f"{tmp}##idx##{index_tmp}", index_tmp
+
+
+def publish_indexed(tmp, path, index_tmp, suffix):
+    """Give the finished file tmp, and its index index_tmp (None: none), their final names."""
     try:
-        if index_tmp:
-            flag = ["-c"] if suffix == ".csi" else []
-            finish(samtools("index", *flag, tmp, "-o", index_tmp), path)
         outfile.publish(tmp, path)
         if index_tmp:
             outfile.publish(index_tmp, path + suffix)
@@ -259,7 +268,7 @@ class SortedPartsWriter:
         self.index_suffix = index_suffix(self.format, max_contig_len) if self.path else None
         self.parts = []
         self.where = outfile.scratch_base(self.path)
-        self.tmp = None
+        self.tmp = self.index_tmp = None
 
     def write(self, sorted_bam):
         part = outfile.temporary(self.where, ".bam.part")
@@ -272,8 +281,8 @@ class SortedPartsWriter:
             outfile.discard(*self.parts)
             self.parts = [merged]
 
-    def _merge(self, parts, out, fmt, stdout=None):
-        args = ["--no-PG", "-c", "-p", "-f", "-@", self.threads, "-O", fmt]
+    def _merge(self, parts, out, fmt, stdout=None, index=False):
+        args = ["--no-PG", "-c", "-p", "-f", "-@", self.threads, "-O", fmt] + (["--write-index"] if index else [])
         ref_copy = None
         if fmt.startswith("CRAM"):
             ref_path, ref_copy = cram_reference(self.ref_path)
@@ -296,10 +305,11 @@ class SortedPartsWriter:
             self._merge(self.parts, self.path, fmt)
         else:
             self.tmp = outfile.temporary(self.path)
-            self._merge(self.parts, self.tmp, fmt)
-            publish_indexed(self.tmp, self.path, self.index_suffix)
+            target, self.index_tmp = indexed_target(self.tmp, self.path, self.index_suffix)
+            self._merge(self.parts, target, fmt, index=self.index_tmp is not None)
+            publish_indexed(self.tmp, self.path, self.index_tmp, self.index_suffix)
         outfile.discard(*self.parts)
-        self.parts, self.tmp = [], None
+        self.parts, self.tmp, self.index_tmp = [], None, None
 
     def abort(self):
-        outfile.discard(*self.parts, self.tmp)
+        outfile.discard(*self.parts, self.tmp, self.index_tmp)

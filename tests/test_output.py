@@ -59,7 +59,13 @@ def test_sam_gz_is_bgzf(tmp_path):
 def test_sort_writes_sorted_indexed_output_equal_to_samtools_sort(plain, tmp_path, name, index):
     out = tmp_path / name
     _align(out, sort=True)
-    assert (tmp_path / (name + index)).exists()
+    idx = (tmp_path / (name + index)).read_bytes()        # written by htslib along with the file
+    if index == ".bai":
+        assert idx[:4] == b"BAI\x01"
+    elif index == ".csi":
+        assert gzip.decompress(idx)[:4] == b"CSI\x01"
+    else:
+        assert gzip.decompress(idx).count(b"\n") > 0      # CRAI: gzipped text, a line per slice
     header, recs = _records(out)
     assert header["HD"]["SO"] == "coordinate"
     # the same order as htslib's own sort of the unsorted output
