@@ -69,19 +69,23 @@ min_score (default 1: "no cell scores above 0").
 Lanes. Candidates that need the DP and share read length and band rows are aligned LANES (32) at a
 time, one per int16 SIMD lane (_align_lanes): cell k of every lane side by side, so every loop over a
 row is vectorised, the deletion chain included (about 3.4x faster per candidate than one at a time
-for 150 bp reads, w = 16). The recurrences, tie rules and traceback are the same code and the same
-results, bit for bit; int16 holds them exactly for reads up to 1024 bases at the default scoring
-(_lanes_fit), longer reads and wider scores go one at a time.
+for 150 bp reads, w = 16). The recurrences and tie rules are _align_one's, the end choice and the
+traceback the same code (_finish): the same results, bit for bit; int16 holds them exactly for reads
+up to 1024 bases at the default scoring (_lanes_fit), longer reads and wider scores go one at a time.
 
 Memory: (L + 1) * B bytes of traceback bits per thread (150 bp, w = 20: 6 KB) plus a few int32 rows;
 in lanes 3 * LANES bytes a cell (150 bp, w = 16: 0.5 MB).
 Everything is per candidate (no shared state): results do not depend on the thread count or on which
 candidates share lanes.
-CIGARs are kept in a 16-op slot per candidate in the parallel pass; the rare longer ones are
-recomputed (deterministically) straight into the output afterwards.
+A batch runs over ranges of candidates on Python threads (kernels/threads.py run_ranges: no prange,
+whose parfor pass would compile the DPs again). CIGARs are kept in a 16-op slot per candidate; the rare
+longer ones are recomputed (deterministically) straight into the output afterwards.
 """
 import numpy as np
-from numba import njit, prange
+from numba import njit
+
+from pymap.kernels.sorting import sort_pairs
+from pymap.kernels.threads import range_bounds, run_ranges
 
 OP_M = 0
 OP_I = 1
@@ -94,8 +98,6 @@ NO_SCORE = np.int32(np.iinfo(np.int32).min)
 MAX_BAND = 16383
 #: CIGAR ops kept per candidate in the first pass; longer CIGARs (rare) are recomputed serially
 _SLOT = 16
-#: at most this many candidates per parallel chunk (scratch is allocated once per chunk)
-_CHUNK = 64
 _NEG = -(1 << 30)
 _KEYNEG = -(1 << 62)
 
@@ -595,11 +597,6 @@ def _scratch(maxl, maxb):
 
 
 @njit(cache=True, nogil=True)
-def _chunk(n):
-    return max(1, min(_CHUNK, n // 32))
-
-
-@njit(cache=True, nogil=True)
 def _ungapped(read, ra, L, ref, pos, lo, hi, w, P, min_score):
     """(score, NM) of the alignment along the candidate's own diagonal, without gaps or clips, when
     it is provably the DP's answer, else (NO_SCORE, -1): no N in read or segment, at most one
@@ -775,8 +772,9 @@ def _lane_groups(read_offsets, c_read, c_pos, c_lo, c_hi, c_band, P, todo):
         B = dmax - dmin + 1
         if B > 0 and (L + 1) * B <= _LANE_CELLS and _lanes_fit(P, L):
             key[t] = (L << 32) | ((dmin + 32768) << 16) | (dmax + 32768)
-    order = todo[np.argsort(key, kind="mergesort")]
-    skey = np.sort(key)
+    order = todo.copy()
+    sort_pairs(key, order, m)            # stable: a key's candidates stay in batch order
+    skey = key
     starts = np.empty(m // _MIN_LANES + 1, np.int64)
     sizes = np.empty(m // _MIN_LANES + 1, np.int64)
     singles = np.empty(m, np.int64)
@@ -803,9 +801,101 @@ def _lane_groups(read_offsets, c_read, c_pos, c_lo, c_hi, c_band, P, todo):
     return order, starts[:ng], sizes[:ng], singles[:ns], maxl, maxb
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@njit(cache=True, nogil=True)
+def _settle_range(i0, i1, read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band,
+                  c_min, P, slot, score, rstart, rend, qcl, qcr, nm, nops, tmp, dp):
+    """Candidates i0..i1-1 settled without the DP: those that provably miss their minimum stay "no
+    alignment", the ungapped shortcut answers most others at O(L); dp[i] marks the rest."""
+    bits = np.zeros(1 << (2 * Q - 6), np.uint64)
+    out = np.empty(1, np.uint32)
+    for i in range(i0, i1):
+        r = c_read[i]
+        ra = np.int64(read_offsets[r])
+        L = np.int64(read_offsets[r + 1]) - ra
+        read = rc_codes if c_strand[i] != 0 else read_codes
+        pos = np.int64(c_pos[i])
+        if c_min[i] > P[P_MIN] and _hopeless(read, ra, L, ref_codes, pos, np.int64(c_lo[i]), np.int64(c_hi[i]),
+                                             np.int64(c_band[i]), P, c_min[i], bits):
+            continue
+        s, k = _ungapped(read, ra, L, ref_codes, pos, np.int64(c_lo[i]), np.int64(c_hi[i]), np.int64(c_band[i]),
+                         P, c_min[i])
+        if s == NO_SCORE:
+            dp[i] = True
+            continue
+        out[0] = np.uint32((L << 4) | OP_M)
+        _store(i, (s, pos, pos + L, np.int64(0), np.int64(0), k, np.int64(1)), out, slot,
+               score, rstart, rend, qcl, qcr, nm, nops, tmp)
+
+
+@njit(cache=True, nogil=True)
+def _lanes_range(g0, g1, read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band,
+                 c_min, P, order, starts, sizes, lane_l, lane_b, slot, score, rstart, rend, qcl, qcr, nm, nops, tmp):
+    """Lane groups g0..g1-1 (see _lane_groups) through _align_lanes."""
+    RD, WT, RB, H, F, X, E, T, G, dirs = _lane_scratch(lane_l, lane_b)
+    rev = np.empty(2 * lane_l + 1, np.uint32)
+    out = np.empty(LANES * (2 * lane_l + 3), np.uint32)
+    results = np.empty((LANES, 7), np.int64)
+    lane_cand = np.empty(LANES, np.int64)
+    for g in range(g0, g1):
+        size = sizes[g]
+        for l in range(LANES):
+            lane_cand[l] = order[starts[g] + min(l, size - 1)]
+        i = lane_cand[0]
+        r = c_read[i]
+        L = np.int64(read_offsets[r + 1] - read_offsets[r])
+        dmin, dmax = _band_limits(L, np.int64(c_pos[i]), np.int64(c_lo[i]), np.int64(c_hi[i]), np.int64(c_band[i]))
+        _align_lanes(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_min, P,
+                     lane_cand, L, dmin, dmax - dmin + 1, RD, WT, RB, H, F, X, E, T, G, dirs, rev, out, results)
+        stride = 2 * L + 3
+        for l in range(size):
+            _store(lane_cand[l], (results[l, 0], results[l, 1], results[l, 2], results[l, 3], results[l, 4],
+                                  results[l, 5], results[l, 6]), out[l * stride:(l + 1) * stride], slot,
+                   score, rstart, rend, qcl, qcr, nm, nops, tmp)
+
+
+@njit(cache=True, nogil=True)
+def _singles_range(t0, t1, read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band,
+                   c_min, P, singles, maxl, maxb, slot, score, rstart, rend, qcl, qcr, nm, nops, tmp):
+    """Candidates singles[t0:t1] through the one-candidate DP (a kernel apart from _lanes_range: one
+    kernel holding both DPs compiles 4 s longer)."""
+    H, F, G, X, GC, Y, dirs, rev, out = _scratch(maxl, maxb)
+    for t in range(t0, t1):
+        i = singles[t]
+        r = c_read[i]
+        ra = np.int64(read_offsets[r])
+        res = _align_one(rc_codes if c_strand[i] != 0 else read_codes, ra, np.int64(read_offsets[r + 1]) - ra,
+                         ref_codes, np.int64(c_pos[i]), np.int64(c_lo[i]), np.int64(c_hi[i]), np.int64(c_band[i]),
+                         P, c_min[i], H, F, G, X, GC, Y, dirs, rev, out)
+        _store(i, res, out, slot, score, rstart, rend, qcl, qcr, nm, nops, tmp)
+
+
+@njit(cache=True, nogil=True)
+def _cigars(nops, tmp, slot, over, long_ops, long_slot):
+    """(cigar, offsets) from the CIGAR slots tmp (slot ops a candidate) and, for the candidates over
+    (ascending) whose CIGARs did not fit, from long_ops (long_slot ops each, in the order of over)."""
+    n = nops.shape[0]
+    offsets = np.zeros(n + 1, np.int64)
+    for i in range(n):
+        offsets[i + 1] = offsets[i] + nops[i]
+    cigar = np.empty(offsets[n], np.uint32)
+    v = 0
+    for i in range(n):
+        o = offsets[i]
+        if nops[i] <= slot:
+            for t in range(nops[i]):
+                cigar[o + t] = tmp[i * slot + t]
+        else:
+            for t in range(nops[i]):
+                cigar[o + t] = long_ops[v * long_slot + t]
+            v += 1
+    return cigar, offsets
+
+
 def _affine_batch(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band,
                   c_min, P, want_cigar):
+    """affine_align / affine_scores on prepared arrays (_prep), in parallel over ranges of candidates
+    (kernels.threads.run_ranges): the candidates the DP needs are aligned in lane groups where enough
+    share read length and band rows, the others one by one (the same results either way)."""
     n = c_read.shape[0]
     score = np.full(n, NO_SCORE, np.int32)
     rstart = np.full(n, -1, np.int64)
@@ -816,91 +906,29 @@ def _affine_batch(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_stran
     nops = np.zeros(n, np.int64)
     slot = _SLOT if want_cigar else 0
     tmp = np.empty(n * slot, np.uint32)
-    maxl, maxb = _scratch_dims(read_offsets, c_read, c_pos, c_lo, c_hi, c_band)
-    # 1. candidates that provably miss their minimum are left as "no alignment"; the ungapped
-    # shortcut settles most others at O(L); the rest need the DP
+    outputs = (slot, score, rstart, rend, qcl, qcr, nm, nops, tmp)
+    cand = (read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P)
     dp = np.zeros(n, np.bool_)
-    cs = _chunk(n)
-    nch = (n + cs - 1) // cs
-    for ch in prange(nch):
-        bits = np.zeros(1 << (2 * Q - 6), np.uint64)
-        out = np.empty(1, np.uint32)
-        for i in range(ch * cs, min(n, (ch + 1) * cs)):
-            r = c_read[i]
-            ra = np.int64(read_offsets[r])
-            L = np.int64(read_offsets[r + 1]) - ra
-            read = rc_codes if c_strand[i] != 0 else read_codes
-            pos = np.int64(c_pos[i])
-            if c_min[i] > P[P_MIN] and _hopeless(read, ra, L, ref_codes, pos, np.int64(c_lo[i]), np.int64(c_hi[i]),
-                                                 np.int64(c_band[i]), P, c_min[i], bits):
-                continue
-            s, k = _ungapped(read, ra, L, ref_codes, pos, np.int64(c_lo[i]), np.int64(c_hi[i]),
-                             np.int64(c_band[i]), P, c_min[i])
-            if s == NO_SCORE:
-                dp[i] = True
-                continue
-            out[0] = np.uint32((L << 4) | OP_M)
-            _store(i, (s, pos, pos + L, np.int64(0), np.int64(0), k, np.int64(1)), out, slot,
-                   score, rstart, rend, qcl, qcr, nm, nops, tmp)
-    # 2. the DP: groups of candidates with the same read length and band side by side in lanes,
-    # the others one by one (the same results either way)
+    run_ranges(_settle_range, range_bounds(n, 256), *cand, *outputs, dp)
     order, starts, sizes, singles, lane_l, lane_b = _lane_groups(read_offsets, c_read, c_pos, c_lo, c_hi, c_band, P,
-                                                 np.flatnonzero(dp))
-    ng = starts.shape[0]
-    gs = max(1, min(4, ng // 16))
-    for ch in prange((ng + gs - 1) // gs):
-        RD, WT, RB, H, F, X, E, T, G, dirs = _lane_scratch(lane_l, lane_b)
-        rev = np.empty(2 * lane_l + 1, np.uint32)
-        out = np.empty(LANES * (2 * lane_l + 3), np.uint32)
-        results = np.empty((LANES, 7), np.int64)
-        lane_cand = np.empty(LANES, np.int64)
-        for g in range(ch * gs, min(ng, (ch + 1) * gs)):
-            t0 = starts[g]
-            size = sizes[g]
-            for l in range(LANES):
-                lane_cand[l] = order[t0 + min(l, size - 1)]
-            i = lane_cand[0]
-            r = c_read[i]
-            L = np.int64(read_offsets[r + 1] - read_offsets[r])
-            dmin, dmax = _band_limits(L, np.int64(c_pos[i]), np.int64(c_lo[i]), np.int64(c_hi[i]),
-                                      np.int64(c_band[i]))
-            _align_lanes(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_min, P,
-                         lane_cand, L, dmin, dmax - dmin + 1, RD, WT, RB, H, F, X, E, T, G, dirs, rev, out, results)
-            ls = 2 * L + 3
-            for l in range(size):
-                _store(lane_cand[l], (results[l, 0], results[l, 1], results[l, 2], results[l, 3], results[l, 4],
-                                      results[l, 5], results[l, 6]), out[l * ls:(l + 1) * ls], slot,
-                       score, rstart, rend, qcl, qcr, nm, nops, tmp)
-    nsg = singles.shape[0]
-    cs = _chunk(nsg)
-    for ch in prange((nsg + cs - 1) // cs):
-        H, F, G, X, GC, Y, dirs, rev, out = _scratch(maxl, maxb)
-        for t in range(ch * cs, min(nsg, (ch + 1) * cs)):
-            i = singles[t]
-            r = c_read[i]
-            ra = np.int64(read_offsets[r])
-            res = _align_one(rc_codes if c_strand[i] != 0 else read_codes, ra, np.int64(read_offsets[r + 1]) - ra,
-                             ref_codes, np.int64(c_pos[i]), np.int64(c_lo[i]), np.int64(c_hi[i]), np.int64(c_band[i]),
-                             P, c_min[i], H, F, G, X, GC, Y, dirs, rev, out)
-            _store(i, res, out, slot, score, rstart, rend, qcl, qcr, nm, nops, tmp)
-    offsets = np.zeros(n + 1, np.int64)
+                                                                 np.flatnonzero(dp))
+    maxl, maxb = _scratch_dims(read_offsets, c_read, c_pos, c_lo, c_hi, c_band)
+    run_ranges(_lanes_range, range_bounds(starts.shape[0], 2), *cand, order, starts, sizes, lane_l, lane_b, *outputs)
+    run_ranges(_singles_range, range_bounds(singles.shape[0], 32), *cand, singles, maxl, maxb, *outputs)
     if want_cigar:
-        for i in range(n):
-            offsets[i + 1] = offsets[i] + nops[i]
-    cigar = np.empty(offsets[n], np.uint32)
-    for i in prange(n):
-        if nops[i] <= slot:
-            o = offsets[i]
-            for t in range(offsets[i + 1] - o):
-                cigar[o + t] = tmp[i * slot + t]
-    if want_cigar:                       # long CIGARs: recompute (deterministic) straight into place
-        H, F, G, X, GC, Y, dirs, rev, out = _scratch(maxl, maxb)
-        for i in range(n):
-            if nops[i] > slot:
-                k = _one(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi,
-                         c_band, c_min, P, H, F, G, X, GC, Y, dirs, rev, out, i)[6]
-                for t in range(k):
-                    cigar[offsets[i] + t] = out[t]
+        # the rare CIGARs longer than a slot: those candidates aligned again (one by one: the same
+        # results) with room for any CIGAR
+        over = np.flatnonzero(nops > slot)
+        long_slot = 2 * maxl + 3
+        m = over.shape[0]
+        long_out = (long_slot, np.empty(m, np.int32), np.empty(m, np.int64), np.empty(m, np.int64),
+                    np.empty(m, np.int32), np.empty(m, np.int32), np.empty(m, np.int32), np.empty(m, np.int64),
+                    np.empty(m * long_slot, np.uint32))
+        run_ranges(_singles_range, range_bounds(m, 32), read_codes, rc_codes, read_offsets, ref_codes,
+                   *(a[over] for a in cand[4:11]), P, np.arange(m), maxl, maxb, *long_out)
+        cigar, offsets = _cigars(nops, tmp, slot, over, long_out[8], long_slot)
+    else:
+        cigar, offsets = np.empty(0, np.uint32), np.zeros(n + 1, np.int64)
     return score, rstart, rend, qcl, qcr, nm, cigar, offsets
 
 
