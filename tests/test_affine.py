@@ -723,7 +723,7 @@ def test_lanes_equal_one_by_one():
     mins = rng.choice([1, 1, 40, 100], len(items)).astype(np.int64)
     for kw, fits in ((DEFAULT, True), (dict(DEFAULT, gap_open=5, gap_ext=2, gap_open_ins=3, gap_ext_ins=3,
                                                 clip_left=3, clip_right=8), True),
-                     (LOCAL, True), (dict(DEFAULT, clip_left=2000), False)):
+                     (LOCAL, True), (dict(DEFAULT, n_score=1), True), (dict(DEFAULT, clip_left=2000), False)):
         P = ka.make_params(**kw)
         for c_min in (np.full(len(items), P[ka.P_MIN], np.int64), np.maximum(mins, P[ka.P_MIN])):
             got = ka._affine_batch(*ka._prep(*args), c_min, P, True)
