@@ -6,6 +6,8 @@ fast on the short arrays the kernels sort.
 import numpy as np
 from numba import njit
 
+from pymap.kernels.threads import range_bounds, run_ranges
+
 RUN = 32        # runs sorted by insertion before merging
 
 
@@ -108,3 +110,46 @@ def sort_pairs_buf(keys, vals, n, tk, tv):
         for k in range(n):
             keys[k] = sk[k]
             vals[k] = sv[k]
+
+
+@njit(cache=True, nogil=True)
+def _scatter_by_group(group, starts, order):
+    """order[...] = indices 0..n-1 placed stably by group (starts: each group's first slot, advanced)."""
+    for i in range(group.shape[0]):
+        g = group[i]
+        order[starts[g]] = i
+        starts[g] += 1
+
+
+@njit(cache=True, nogil=True)
+def _sort_segments(s0, s1, bounds, order, k1, k2):
+    """Stable insertion sort of order[bounds[s]:bounds[s + 1]] by (k1, k2) for segments s0..s1-1."""
+    for s in range(s0, s1):
+        a = bounds[s]
+        for j in range(a + 1, bounds[s + 1]):
+            x = order[j]
+            x1 = k1[x]
+            x2 = k2[x]
+            t = j
+            while t > a and (k1[order[t - 1]] > x1 or (k1[order[t - 1]] == x1 and k2[order[t - 1]] > x2)):
+                order[t] = order[t - 1]
+                t -= 1
+            order[t] = x
+
+
+def order_by_group(group, n_groups, k1, k2=None):
+    """The permutation np.lexsort((k2, k1, group)) gives (stable; k2 None: lexsort((k1, group))) for
+    group values in [0, n_groups) with few items each (the candidates or hits of a read): a counting
+    sort by group, then each group's items sorted on threads. Linear where lexsort is n log n."""
+    from pymap.kernels.threads import range_bounds, run_ranges
+    group = np.ascontiguousarray(group, np.int64)
+    n = group.shape[0]
+    counts = np.bincount(group, minlength=n_groups)
+    bounds = np.zeros(n_groups + 1, np.int64)
+    np.cumsum(counts, out=bounds[1:])
+    order = np.empty(n, np.int64)
+    _scatter_by_group(group, bounds[:-1].copy(), order)
+    k1 = np.ascontiguousarray(k1, np.int64)
+    k2 = np.zeros(n, np.int64) if k2 is None else np.ascontiguousarray(k2, np.int64)
+    run_ranges(_sort_segments, range_bounds(n_groups, 1024), bounds, order, k1, k2)
+    return order

@@ -13,6 +13,7 @@ from pymap.kernels.pairing import pair_hits
 from pymap.kernels.sam import NO_XS, REASONS, format_sam
 from pymap.kernels.select import (MAPQ_MAX, pick_supplementary, query_spans, report_order, select_hits,
                                   supplementary_mapq)
+from pymap.kernels.sorting import order_by_group
 from pymap.slack import SlackTable
 
 REASON = {name: i for i, name in enumerate(REASONS)}
@@ -188,7 +189,7 @@ class Pipeline:
             return idx, aln
         n_reads = len(cands.reads)
         f = np.flatnonzero(aln.found)
-        f = f[np.lexsort((-aln.score[f].astype(np.int64), cands.read[idx[f]]))]
+        f = f[order_by_group(cands.read[idx[f]], n_reads, -aln.score[f].astype(np.int64))]
         f_read = cands.read[idx[f]]
         first = np.ones(f.size, np.bool_)
         first[1:] = f_read[1:] != f_read[:-1]
@@ -245,7 +246,7 @@ class Pipeline:
         found = np.flatnonzero(aln.found)
         h_read, h_strand = aln_read[found], aln_strand[found]
         h_start, h_score = aln.start[found], aln.score[found]
-        order = np.lexsort((h_start, h_strand, h_read))
+        order = order_by_group(h_read, len(batch), h_strand, h_start)
         hit_aln = found[order]
         reason = reason0.copy()
         h = Hits(batch, lengths, maxe, reason, aln, hit_aln, h_read[order], h_strand[order], h_start[order],
@@ -288,7 +289,7 @@ class Pipeline:
         unit = self.extender.edit_cost
         est = np.where(estimate[idx] >= 0, estimate[idx], np.iinfo(np.int32).max)
         read = cands.read[idx]
-        order = np.lexsort((idx, est, read))
+        order = order_by_group(read, len(cands.reads), est, idx)
         lead = np.ones(order.size, np.bool_)
         lead[1:] = read[order[1:]] != read[order[:-1]]
         starts = np.flatnonzero(lead)
