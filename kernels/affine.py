@@ -96,7 +96,7 @@ OP_S = 4
 NO_SCORE = np.int32(np.iinfo(np.int32).min)
 #: band half-widths are capped here (a row's cells are ranked in 16 bits of the end-selection key)
 MAX_BAND = 16383
-#: CIGAR ops kept per candidate in the first pass; longer CIGARs (rare) are recomputed serially
+#: CIGAR ops kept per candidate in the first pass; the candidates of longer CIGARs (rare) are aligned again
 _SLOT = 16
 _NEG = -(1 << 30)
 _KEYNEG = -(1 << 62)
