@@ -144,6 +144,8 @@ def order_by_group(group, n_groups, k1, k2=None):
     from pymap.kernels.threads import range_bounds, run_ranges
     group = np.ascontiguousarray(group, np.int64)
     n = group.shape[0]
+    if n and (group.min() < 0 or group.max() >= n_groups):
+        raise ValueError(f"group values must lie in [0, {n_groups})")
     counts = np.bincount(group, minlength=n_groups)
     bounds = np.zeros(n_groups + 1, np.int64)
     np.cumsum(counts, out=bounds[1:])

@@ -27,3 +27,5 @@ def test_order_by_group_equals_lexsort(threads):
     finally:
         numba.set_num_threads(old)
     assert order_by_group(np.zeros(0, np.int64), 5, np.zeros(0, np.int64)).shape == (0,)
+    with pytest.raises(ValueError):
+        order_by_group(np.array([0, 5]), 5, np.zeros(2, np.int64))
