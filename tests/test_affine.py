@@ -699,9 +699,10 @@ def _one_by_one(read_codes, rc_codes, off, ref, c_read, c_strand, c_pos, c_lo, c
 
 def test_lanes_equal_one_by_one():
     """Candidates aligned side by side in int16 SIMD lanes (groups of the same read length and band,
-    contig ends inside a group, N, adapter junk, raised minimum scores, reads at the length where the
-    lanes' range ends) give exactly what each gives alone; scorings the lanes cannot hold go one by
-    one. Most candidates here do go through lanes (checked)."""
+    contig ends inside a group, N, adapter junk, raised minimum scores, a positive N score, reads of
+    1024 bases, where the lanes' int16 range ends at the default scoring) give exactly what each gives
+    alone; scorings the lanes cannot hold go one by one. Most candidates here do go through lanes
+    (checked)."""
     rng = np.random.default_rng(17)
     ref, items = simulate(rng, 1500, lengths=(50, 150))
     items = [(r, g, s, p, lo, hi, int(rng.choice([6, 16]))) for r, g, s, p, lo, hi, _ in items]
