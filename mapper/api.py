@@ -86,7 +86,8 @@ def open_reference(ref_path, seeder=None, index_path=None):
         paths = [index_path]
     else:
         names = [seeder] if seeder else ["neighborhood", "minimizer"]
-        paths = [plugins.create("seeder", name).index_path(ref_path) for name in names]
+        # lazily: a seeder's module is imported only when the indexes before it do not serve
+        paths = (plugins.create("seeder", name).index_path(ref_path) for name in names)
     return load_reference(ref_path, paths)
 
 
