@@ -724,25 +724,33 @@ def _hopeless(read, ra, L, ref, pos, lo, hi, w, P, min_score, bits):
 
 
 @njit(cache=True, nogil=True)
+def _shortcut(read, ra, L, ref, pos, lo, hi, w, P, min_score, out):
+    """_ungapped's answer as the DP's 7 values (CIGAR L M into out), or _none() when it has none."""
+    score, nm = _ungapped(read, ra, L, ref, pos, lo, hi, w, P, min_score)
+    if score == NO_SCORE:
+        return _none()
+    out[0] = np.uint32((L << 4) | OP_M)
+    return np.int64(score), pos, pos + L, np.int64(0), np.int64(0), np.int64(nm), np.int64(1)
+
+
+@njit(cache=True, nogil=True)
 def _one(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P,
          H, F, G, X, GC, Y, dirs, rev, out, i):
+    """Candidate i: the ungapped shortcut, else the DP (the GPU kernel's routine)."""
     r = c_read[i]
     ra = np.int64(read_offsets[r])
     L = np.int64(read_offsets[r + 1]) - ra
     read = rc_codes if c_strand[i] != 0 else read_codes
-    pos = np.int64(c_pos[i])
-    score, nm = _ungapped(read, ra, L, ref_codes, pos, np.int64(c_lo[i]), np.int64(c_hi[i]),
-                          np.int64(c_band[i]), P, c_min[i])
-    if score != NO_SCORE:
-        out[0] = np.uint32((L << 4) | OP_M)
-        return np.int64(score), pos, pos + L, np.int64(0), np.int64(0), np.int64(nm), np.int64(1)
-    return _align_one(read, ra, L, ref_codes, np.int64(c_pos[i]), np.int64(c_lo[i]), np.int64(c_hi[i]),
-                      np.int64(c_band[i]), P, c_min[i], H, F, G, X, GC, Y, dirs, rev, out)
+    pos, lo, hi, w = np.int64(c_pos[i]), np.int64(c_lo[i]), np.int64(c_hi[i]), np.int64(c_band[i])
+    res = _shortcut(read, ra, L, ref_codes, pos, lo, hi, w, P, c_min[i], out)
+    if res[0] != NO_SCORE:
+        return res
+    return _align_one(read, ra, L, ref_codes, pos, lo, hi, w, P, c_min[i], H, F, G, X, GC, Y, dirs, rev, out)
 
 
 @njit(cache=True, nogil=True)
 def _store(i, res, out, slot, score, rstart, rend, qcl, qcr, nm, nops, tmp):
-    """Candidate i's 7 values, and its CIGAR (out) into its slot when it fits."""
+    """Candidate i's 7 values (a tuple or an array row), and its CIGAR (out) into its slot when it fits."""
     score[i] = res[0]
     rstart[i] = res[1]
     rend[i] = res[2]
@@ -817,14 +825,12 @@ def _settle_range(i0, i1, read_codes, rc_codes, read_offsets, ref_codes, c_read,
         if c_min[i] > P[P_MIN] and _hopeless(read, ra, L, ref_codes, pos, np.int64(c_lo[i]), np.int64(c_hi[i]),
                                              np.int64(c_band[i]), P, c_min[i], bits):
             continue
-        s, k = _ungapped(read, ra, L, ref_codes, pos, np.int64(c_lo[i]), np.int64(c_hi[i]), np.int64(c_band[i]),
-                         P, c_min[i])
-        if s == NO_SCORE:
+        res = _shortcut(read, ra, L, ref_codes, pos, np.int64(c_lo[i]), np.int64(c_hi[i]), np.int64(c_band[i]),
+                        P, c_min[i], out)
+        if res[0] == NO_SCORE:
             dp[i] = True
-            continue
-        out[0] = np.uint32((L << 4) | OP_M)
-        _store(i, (s, pos, pos + L, np.int64(0), np.int64(0), k, np.int64(1)), out, slot,
-               score, rstart, rend, qcl, qcr, nm, nops, tmp)
+        else:
+            _store(i, res, out, slot, score, rstart, rend, qcl, qcr, nm, nops, tmp)
 
 
 @njit(cache=True, nogil=True)
@@ -848,8 +854,7 @@ def _lanes_range(g0, g1, read_codes, rc_codes, read_offsets, ref_codes, c_read, 
                      lane_cand, L, dmin, dmax - dmin + 1, RD, WT, RB, H, F, X, E, T, G, dirs, rev, out, results)
         stride = 2 * L + 3
         for l in range(size):
-            _store(lane_cand[l], (results[l, 0], results[l, 1], results[l, 2], results[l, 3], results[l, 4],
-                                  results[l, 5], results[l, 6]), out[l * stride:(l + 1) * stride], slot,
+            _store(lane_cand[l], results[l], out[l * stride:(l + 1) * stride], slot,
                    score, rstart, rend, qcl, qcr, nm, nops, tmp)
 
 
@@ -891,22 +896,22 @@ def _cigars(nops, tmp, slot, over, long_ops, long_slot):
     return cigar, offsets
 
 
+def _outputs(n, slot):
+    """(slot, score, ref start, ref end, left clip, right clip, NM, CIGAR op count, CIGAR slots) of n
+    candidates, all "no alignment"."""
+    return (slot, np.full(n, NO_SCORE, np.int32), np.full(n, -1, np.int64), np.full(n, -1, np.int64),
+            np.full(n, -1, np.int32), np.full(n, -1, np.int32), np.full(n, -1, np.int32), np.zeros(n, np.int64),
+            np.empty(n * slot, np.uint32))
+
+
 def _affine_batch(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band,
                   c_min, P, want_cigar):
     """affine_align / affine_scores on prepared arrays (_prep), in parallel over ranges of candidates
     (kernels.threads.run_ranges): the candidates the DP needs are aligned in lane groups where enough
     share read length and band rows, the others one by one (the same results either way)."""
     n = c_read.shape[0]
-    score = np.full(n, NO_SCORE, np.int32)
-    rstart = np.full(n, -1, np.int64)
-    rend = np.full(n, -1, np.int64)
-    qcl = np.full(n, -1, np.int32)
-    qcr = np.full(n, -1, np.int32)
-    nm = np.full(n, -1, np.int32)
-    nops = np.zeros(n, np.int64)
-    slot = _SLOT if want_cigar else 0
-    tmp = np.empty(n * slot, np.uint32)
-    outputs = (slot, score, rstart, rend, qcl, qcr, nm, nops, tmp)
+    outputs = _outputs(n, _SLOT if want_cigar else 0)
+    slot, score, rstart, rend, qcl, qcr, nm, nops, tmp = outputs
     cand = (read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P)
     dp = np.zeros(n, np.bool_)
     run_ranges(_settle_range, range_bounds(n, 256), *cand, *outputs, dp)
@@ -921,9 +926,7 @@ def _affine_batch(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_stran
         over = np.flatnonzero(nops > slot)
         long_slot = 2 * maxl + 3
         m = over.shape[0]
-        long_out = (long_slot, np.empty(m, np.int32), np.empty(m, np.int64), np.empty(m, np.int64),
-                    np.empty(m, np.int32), np.empty(m, np.int32), np.empty(m, np.int32), np.empty(m, np.int64),
-                    np.empty(m * long_slot, np.uint32))
+        long_out = _outputs(m, long_slot)
         run_ranges(_singles_range, range_bounds(m, 32), read_codes, rc_codes, read_offsets, ref_codes,
                    *(a[over] for a in cand[4:11]), P, np.arange(m), maxl, maxb, *long_out)
         cigar, offsets = _cigars(nops, tmp, slot, over, long_out[8], long_slot)
