@@ -1,4 +1,6 @@
 """Filter chains: `--filter a,b` runs a first, then b only on what a accepted."""
+import threading
+
 import numpy as np
 
 from pymap.plugins import Filter
@@ -6,7 +8,8 @@ from pymap.plugins import Filter
 
 class FilterChain(Filter):
     """Applies filters in order; a pair is accepted when every stage accepts it. The estimate is
-    the last stage's. `accepted[i]` counts the pairs stage i accepted (reported by the CLI)."""
+    the last stage's. `accepted[i]` counts the pairs stage i accepted (reported by the CLI); `lock`
+    guards the counts."""
     name = "chain"
 
     def __init__(self, stages, names):
@@ -14,12 +17,17 @@ class FilterChain(Filter):
         self.names = list(names)
         self.accepted = [0] * len(self.stages)
         self.seen = 0
+        self.lock = threading.RLock()
+
+    @property
+    def concurrent(self):
+        return all(getattr(s, "concurrent", False) for s in self.stages)
 
     def _run(self, call, n):
         accept = np.ones(n, dtype=np.bool_)
         estimate = np.zeros(n, dtype=np.int32)
         idx = np.arange(n)
-        self.seen += n
+        passed = [0] * len(self.stages)
         for k, stage in enumerate(self.stages):
             if idx.size == 0:
                 break
@@ -27,7 +35,11 @@ class FilterChain(Filter):
             estimate[idx] = est
             accept[idx[~acc]] = False
             idx = idx[acc]
-            self.accepted[k] += idx.size
+            passed[k] = idx.size
+        with self.lock:
+            self.seen += n
+            for k, m in enumerate(passed):
+                self.accepted[k] += m
         return accept, estimate
 
     def filter_pairs(self, reads, refs, max_edits):

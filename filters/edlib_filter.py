@@ -8,6 +8,7 @@ from pymap.plugins import Filter, check_pairs
 class EdlibFilter(Filter):
     """Exact filter: Edlib global edit distance <= E (the ground truth for every other filter)."""
     name = "edlib"
+    concurrent = True
 
     def filter_pairs(self, reads, refs, max_edits):
         reads, refs = check_pairs(reads, refs)

@@ -12,6 +12,8 @@ same algorithm without GateKeeper-GPU's leading/trailing amendment (step 6). See
 >>> f.filter_pairs(reads, refs, 2)
 (array([ True]), array([1], dtype=int32))
 """
+import threading
+
 import numba
 import numpy as np
 
@@ -39,6 +41,7 @@ def _cuda_available():
 class GateKeeperGPUFilter(Filter):
     """GateKeeper-GPU: shifted Hamming masks, amended, ANDed; CPU twin or CUDA (device=auto|cpu|gpu)."""
     name = "gatekeeper-gpu"
+    concurrent = True
 
     def __init__(self, device="auto", encode="host", ends="published", threads=None):
         _choice("device", device, _DEVICES)
@@ -64,6 +67,7 @@ class GateKeeperGPUFilter(Filter):
         self.encode = encode
         self.threads = threads
         self._gpu = None
+        self._gpu_lock = threading.Lock()      # the GPU driver's buffers serve one call at a time
         if device == "gpu":
             from pymap.kernels.gatekeeper_cuda import GateKeeperCUDA
             self._gpu = GateKeeperCUDA(mode=self.mode, encode=encode)
@@ -88,7 +92,8 @@ class GateKeeperGPUFilter(Filter):
         if n == 0 or length == 0:
             return np.ones(n, dtype=np.bool_), np.zeros(n, dtype=np.int32)
         if self._gpu is not None:
-            est = self._gpu.filter_pairs(reads, refs, e)
+            with self._gpu_lock:
+                est = self._gpu.filter_pairs(reads, refs, e)
         else:
             est = np.empty(n, np.int32)
             self._cpu_call(filter_ascii_pairs, reads, refs, e, self.mode, est)
@@ -99,7 +104,8 @@ class GateKeeperGPUFilter(Filter):
         from the device-resident reference, on the CPU straight from the mapping codes."""
         n = len(cands)
         if self._gpu is not None:
-            est = self._gpu.filter_candidates(*cands.arrays())
+            with self._gpu_lock:
+                est = self._gpu.filter_candidates(*cands.arrays())
             if est is None:        # the reference does not fit on the GPU: cut on the host
                 return super().filter_candidates(cands)
             return est != REJECT, est

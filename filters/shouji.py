@@ -32,6 +32,7 @@ def _threshold(max_edits):
 class ShoujiFilter(Filter):
     """Shouji: sliding-window search for the longest common subsequences of the 2E+1 diagonals."""
     name = "shouji"
+    concurrent = True
 
     def __init__(self, window=4, undefined="accept"):
         self.window = _int_option("shouji", "window", window, 1)

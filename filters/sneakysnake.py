@@ -9,6 +9,7 @@ from pymap.plugins import Filter, check_pairs
 class SneakySnakeFilter(Filter):
     """SneakySnake: greedy longest-diagonal-run path through the 2E+1 diagonals, counting obstacles."""
     name = "sneakysnake"
+    concurrent = True
 
     def __init__(self, kmer_size=0, iterations=0, undefined="accept"):
         # 0 = the read length: the authors' short-read setting (one partition, IterationNo = L)

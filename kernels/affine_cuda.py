@@ -15,6 +15,7 @@ from numba import config as numba_config
 
 from pymap.kernels import affine as cpu
 from pymap.kernels.cuda_support import cuda, gpu_lock, kernel_callable, on_gpus, resident, thread_scratch
+from pymap.kernels.threads import tally
 
 #: CIGAR ops kept per candidate on the device
 SLOT = 16
@@ -106,7 +107,7 @@ def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_s
     res = np.concatenate([p[0] for p in parts])
     slots = np.concatenate([p[1] for p in parts]) if traceback else None
     if timing is not None:                         # the GPUs run side by side: the slowest one's time
-        timing["kernel_ms"] = timing.get("kernel_ms", 0.0) + max(p[2] for p in parts)
+        tally(timing, "kernel_ms", max(p[2] for p in parts))
     score = res[:, 0].astype(np.int32)
     values = (score, res[:, 1].copy(), res[:, 2].copy(), res[:, 3].astype(np.int32), res[:, 4].astype(np.int32),
               res[:, 5].astype(np.int32))

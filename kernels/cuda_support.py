@@ -28,6 +28,7 @@ def cuda_available():
 
 
 _RESIDENT = {}
+_RESIDENT_LOCK = threading.Lock()
 
 
 def resident(host):
@@ -35,15 +36,16 @@ def resident(host):
     lives: the reference and the index are copied once a run, and one batch's reads once for all
     the stages that use them. The host array must not change afterwards."""
     key = (id(host), getattr(cuda.get_current_device(), "id", 0))   # the simulator's device has no id
-    hit = _RESIDENT.get(key)
-    if hit is not None and hit[0]() is host:
-        return hit[1]
-    complete(host)          # a reference decoded on demand is copied whole
-    dev = cuda.to_device(np.ascontiguousarray(host))
-    _release_at_exit()
-    _RESIDENT[key] = (weakref.ref(host), dev)
-    weakref.finalize(host, _RESIDENT.pop, key, None)
-    return dev
+    with _RESIDENT_LOCK:                  # stages of batches mapped side by side ask at once: one copy
+        hit = _RESIDENT.get(key)
+        if hit is not None and hit[0]() is host:
+            return hit[1]
+        complete(host)          # a reference decoded on demand is copied whole
+        dev = cuda.to_device(np.ascontiguousarray(host))
+        _release_at_exit()
+        _RESIDENT[key] = (weakref.ref(host), dev)
+        weakref.finalize(host, _RESIDENT.pop, key, None)
+        return dev
 
 
 _SCRATCH = {}

@@ -12,6 +12,7 @@ from pymap.kernels import minimizer_index as cpu
 from pymap.kernels.cuda_support import (cuda, fetch_rows, gpu_lock, kernel_callable, on_gpus, replace_rows, resident,
                                         thread_scratch)
 from pymap.kernels.minimizers import ring_size
+from pymap.kernels.threads import tally
 
 #: hits one read may have on the device (more: the read is queried on the CPU)
 HIT_CAPACITY = 256
@@ -131,8 +132,8 @@ def query_batch_cuda(codes, offsets, max_edits, m, w, rule, order, max_occ, min_
     done = on_gpus(n, part)
     redo = np.flatnonzero(over)
     if timing is not None:                         # the GPUs run side by side: the slowest one's time
-        timing["kernel_ms"] = timing.get("kernel_ms", 0.0) + max(t for _, _, (t, _) in done)
-        timing["cpu_reads"] = timing.get("cpu_reads", 0) + int(redo.size)
+        tally(timing, "kernel_ms", max(t for _, _, (t, _) in done))
+        tally(timing, "cpu_reads", int(redo.size))
     strand, pos = (np.concatenate([found[j] for _, _, (_, found) in done]) for j in (0, 1))
     counts = out[2]
     if redo.size:                                  # reads with too many hits: the CPU kernel

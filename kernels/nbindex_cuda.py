@@ -15,6 +15,7 @@ from pymap.kernels import diagonal_clusters as dc
 from pymap.kernels import nbindex_query as cpu
 from pymap.kernels.cuda_support import (cuda, fetch_rows, gpu_lock, kernel_callable, on_gpus, replace_rows, resident,
                                         thread_scratch)
+from pymap.kernels.threads import tally
 
 #: hits one read strand may have on the device (more: the read is seeded on the CPU)
 HIT_CAPACITY = 512
@@ -115,8 +116,8 @@ def query_batch_cuda(codes, rc_codes, offsets, max_edits, care, span, ln, step, 
 
     done = on_gpus(n, part)
     if timing is not None:                         # the GPUs run side by side: the slowest one's time
-        timing["kernel_ms"] = timing.get("kernel_ms", 0.0) + max(t for _, _, (t, _) in done)
-        timing["cpu_reads"] = timing.get("cpu_reads", 0) + int(over.sum())
+        tally(timing, "kernel_ms", max(t for _, _, (t, _) in done))
+        tally(timing, "cpu_reads", int(over.sum()))
     positions = np.concatenate([found for _, _, (_, found) in done])
     redo = np.flatnonzero(over)
     if redo.size:

@@ -125,15 +125,20 @@ class LazyCodes:
         self.lock = threading.Lock()
         _LAZY[id(self.codes)] = self
 
-    def trim(self, limit):
-        """Forget every decoded block once the memory pages they occupy pass `limit` bytes (the pages go
-        back to the system and read as zeros again): a long run keeps its decoded reference near what one batch
-        needs. Only between batches: any stage reads codes only inside windows it ensured since."""
+    def over(self, limit):
+        """True when the memory pages the decoded blocks occupy pass `limit` bytes."""
         with self.lock:
             per_page = max(1, mmap.PAGESIZE // BLOCK)             # memory is resident by pages, not blocks
             d = np.pad(self.decoded, (0, -self.decoded.size % per_page)).reshape(-1, per_page)
-            if int(np.count_nonzero(d.any(axis=1))) * mmap.PAGESIZE <= limit:
-                return
+            return int(np.count_nonzero(d.any(axis=1))) * mmap.PAGESIZE > limit
+
+    def trim(self, limit):
+        """Forget every decoded block once they pass `limit` bytes (over; the pages go back to the
+        system and read as zeros again): a long run keeps its decoded reference near what one batch
+        needs. Only with no batch in flight: any stage reads codes only inside windows it ensured since."""
+        if not self.over(limit):
+            return
+        with self.lock:
             self.pages.madvise(mmap.MADV_DONTNEED)
             self.decoded[:] = 0
 

@@ -99,3 +99,46 @@ def ahead(items, depth=1):
     finally:
         stop.set()
         thread.join()
+
+
+def ordered_map(fn, items, workers, drain=None):
+    """fn(item) for every item, on `workers` threads (at most that many items in flight), the results
+    yielded in the items' order: batches are mapped side by side, so that one batch's serial steps
+    overlap the others' parallel kernels. The threads keep the caller's Numba thread count. drain:
+    None, or (wanted, action): before an item is started, when wanted() says so, the items in flight
+    finish first and action() runs with none in flight. An exception of fn is raised where its result
+    would have come (the items in flight finish first); a consumer that stops early stops the rest."""
+    if workers <= 1:
+        for x in items:
+            if drain is not None and drain[0]():
+                drain[1]()
+            yield fn(x)
+        return
+    nthreads = numba.get_num_threads()
+    pool = ThreadPoolExecutor(workers, initializer=numba.set_num_threads, initargs=(nthreads,),
+                              thread_name_prefix="pymap-batch")
+    pending = []
+    try:
+        for x in items:
+            while len(pending) >= workers:
+                yield pending.pop(0).result()
+            if drain is not None and drain[0]():
+                while pending:
+                    yield pending.pop(0).result()
+                drain[1]()
+            pending.append(pool.submit(fn, x))
+        while pending:
+            yield pending.pop(0).result()
+    finally:
+        for f in pending:
+            f.cancel()
+        pool.shutdown(wait=True)
+
+
+_TALLY = threading.Lock()
+
+
+def tally(counts, key, value):
+    """counts[key] += value for a dict that batches mapped side by side update (ordered_map)."""
+    with _TALLY:
+        counts[key] = counts.get(key, 0) + value

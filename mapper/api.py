@@ -11,7 +11,7 @@ import numpy as np
 
 from pymap import plugins
 from pymap.errors import IndexCorrupt, IndexMismatch, InputError
-from pymap.kernels.threads import ahead
+from pymap.kernels.threads import ahead, ordered_map
 from pymap.options import AlignOptions
 from pymap.pipeline import Pipeline
 from pymap.reads import read_batches
@@ -261,13 +261,14 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
 
 
 class LocalRun:
-    """Maps in this process: every batch through one Pipeline (threads inside the kernels)."""
+    """Maps in this process: every batch through one Pipeline (threads inside the kernels), up to
+    options.batches of them side by side when the stages allow it (Pipeline.concurrent)."""
 
     def __init__(self, ref_path, options, index_path, paired):
         self.options = options
         self.pipe = make_pipeline(ref_path, options, index_path, paired=paired)
         self.reference = self.pipe.ref
-        self.stats = self.pipe.stats
+        self.stats = self.pipe.run_stats
         self.model = None
 
     def writer(self, out, header, ref_path):
@@ -278,15 +279,18 @@ class LocalRun:
     def sam_batches(self, reads_path, mates_path, header=None):
         """SAM text of each batch of reads (or pairs), in input order."""
         pipe, opt = self.pipe, self.options
+        side_by_side = opt.batches if pipe.concurrent else 1
+        # the reference is trimmed with no batch in flight (Pipeline.batch)
+        drain = (pipe.ref.trim_wanted, pipe.ref.trim)
         if mates_path is not None or opt.interleaved:
             from pymap.mates import read_mate_batches
             batches = ahead(read_mate_batches(reads_path, mates_path, opt.batch_size))
             self.model, batches = insert_model(pipe, batches, opt)
-            for r1, r2, hits in batches:
-                yield pipe.map_pairs(r1, r2, self.model, hits)
+            yield from ordered_map(lambda b: pipe.map_pairs(b[0], b[1], self.model, b[2]), batches, side_by_side,
+                                   drain)
         else:
-            for batch in ahead(read_batches(reads_path, opt.batch_size)):
-                yield pipe.map_batch(batch)
+            yield from ordered_map(pipe.map_batch, ahead(read_batches(reads_path, opt.batch_size)), side_by_side,
+                                   drain)
         self.stats.filter_slack = pipe.slack.summary()
 
     def filter_counts(self):

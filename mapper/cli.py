@@ -96,6 +96,8 @@ def build_parser():
     p.add_argument("--sort", action="store_true",
                    help="coordinate-sorted output, indexed beside it (.bai/.csi/.crai) when written to a file")
     p.add_argument("--level", type=int, metavar="0-9", help="compression level of BAM/CRAM/SAM.gz output")
+    p.add_argument("--batches", type=int, metavar="N",
+                   help="batches mapped side by side (default: 2, or 1 with -t 1); the output does not depend on it")
     p.add_argument("--dask", metavar="local:N|tcp://HOST:PORT",
                    help="map on a Dask cluster: N local worker processes, or a running scheduler")
 
@@ -235,7 +237,8 @@ def run(args, argv):
                        interleaved=args.interleaved,
                        insert_size=insert.parse(args.insert_size) if args.insert_size else None,
                        min_length=args.min_length, max_length=args.max_length,
-                       progress=not args.no_progress, sort=args.sort, level=args.level, dask=args.dask)
+                       progress=not args.no_progress, sort=args.sort, level=args.level, dask=args.dask,
+                       batches=args.batches)
         if args.mates and args.interleaved:
             raise UsageError("give either two read files or -p/--interleaved with one")
         api.align(args.reference, args.reads, out=args.output, options=opt, index_path=args.index,

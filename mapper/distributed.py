@@ -112,12 +112,11 @@ def _map_chunk(run, chunk, model, header_text, part):
     to the file `part` and its name, or with part None the records; RunStats; the filter allowances
     measured; notes; (this worker thread, when its pipeline was ready, when the task started and
     ended: time.time())."""
-    from pymap.pipeline import RunStats
     pipe, ready = _worker_pipeline(*run)
     start = time.time()
-    pipe.stats = RunStats()
     reads = chunk.load() if isinstance(chunk, FileChunk) else chunk
-    text = pipe.map_pairs(*reads, model) if model is not None else pipe.map_batch(reads)
+    with pipe.batch() as stats:
+        text = pipe.map_pairs(*reads, model) if model is not None else pipe.map_batch(reads)
     if header_text is not None:
         from pymap.sam import sort_chunk
         text = sort_chunk(header_text.encode() + text)
@@ -133,7 +132,7 @@ def _map_chunk(run, chunk, model, header_text, part):
         result = np.frombuffer(text, np.uint8)
     notes = pipe.seeder.run_notes() + pipe.slack.notes()
     times = (f"{os.getpid()}.{threading.get_ident()}", ready, start, time.time())
-    return result, pipe.stats, sorted(set(pipe.slack.table.values())), notes, times
+    return result, stats, sorted(set(pipe.slack.table.values())), notes, times
 
 
 def _learn_model(run, chunks):
@@ -157,16 +156,6 @@ def _sees(files, scratch, token):
     except OSError:
         writes = False
     return same, writes
-
-
-def merge_stats(total, part):
-    for f in dataclasses.fields(total):
-        a, b = getattr(total, f.name), getattr(part, f.name)
-        if isinstance(a, int):
-            setattr(total, f.name, a + b)
-        elif isinstance(a, dict):
-            for k, v in b.items():
-                a[k] = a.get(k, 0) + v
 
 
 class DaskRun:
@@ -311,7 +300,7 @@ class DaskRun:
             self.t_first = time.perf_counter() - self.t0
         _, first, last, busy = self.workers.get(worker, (ready, start, end, 0.0))
         self.workers[worker] = (ready, min(first, start), max(last, end), busy + end - start)
-        merge_stats(self.stats, stats)
+        self.stats.add(stats)
         self.slack.update(slack)
         self._notes.extend(n for n in notes if n not in self._notes)
         return result

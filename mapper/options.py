@@ -10,6 +10,9 @@ DEFAULT_MAX_EDITS = 0.10
 #: reads per batch; on a GPU more, as every batch pays fixed costs there (kernel launches, copies)
 BATCH_SIZE = 20000
 GPU_BATCH_SIZE = 200000
+#: batches mapped side by side: one batch's serial steps (NumPy bookkeeping, selection) overlap the
+#: other's parallel kernels, and on a GPU one batch's host work overlaps the other's device work
+BATCHES = 2
 
 
 @dataclass
@@ -28,6 +31,8 @@ class AlignOptions:
     split_as_secondary: the other part of a chimeric read is flagged secondary (256) rather than
     supplementary (2048), as bwa mem -M does for Picard.
     seed: tie-breaking among equally good hits is a hash of (seed, read number): deterministic.
+    batches: how many batches are mapped side by side (threads of their own; the stages must allow it,
+    see pymap.plugins); the output is the same for any value.
     sort: coordinate-sorted output with its index. level: the output's compression level (None:
     htslib's default). dask: None (one process), "local:N" (a local cluster of N worker
     processes), "tcp://HOST:PORT" (a running scheduler) or a distributed.Client.
@@ -53,6 +58,7 @@ class AlignOptions:
     read_group: str = None
     seed: int = 0
     batch_size: int = None      # None: BATCH_SIZE, or GPU_BATCH_SIZE with device "gpu"
+    batches: int = None         # batches mapped side by side; None: BATCHES, or 1 with one thread
     min_length: int = 16
     max_length: int = 1000
     progress: bool = True
@@ -82,6 +88,10 @@ class AlignOptions:
             self.batch_size = GPU_BATCH_SIZE if self.device == "gpu" else BATCH_SIZE
         if not (1 <= self.batch_size <= 10_000_000):
             raise UsageError(f"--batch-size must be in 1..10000000, got {self.batch_size}")
+        if self.batches is None:
+            self.batches = 1 if self.thread_count == 1 else BATCHES
+        if not (1 <= self.batches <= 64):
+            raise UsageError(f"--batches must be in 1..64, got {self.batches}")
         if self.min_length < 1 or self.max_length < self.min_length:
             raise UsageError("--min-length must be >= 1 and <= --max-length")
         if self.read_group is not None:

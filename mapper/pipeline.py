@@ -1,9 +1,13 @@
 """The mapping pipeline: one batch of reads through seeder, filter, extender, selection and SAM text."""
+import contextlib
 import copy
+import dataclasses
+import threading
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import config as numba_config
 
 from pymap.batch import MIN_BAND, Alignments, CandidateBatch, ReadBatch
 from pymap.errors import PluginContractError
@@ -46,6 +50,16 @@ class RunStats:
     def add_time(self, key, dt):
         self.seconds[key] = self.seconds.get(key, 0.0) + dt
 
+    def add(self, part):
+        """Add the counters and stage seconds of another RunStats (a batch's, a worker's)."""
+        for f in dataclasses.fields(self):
+            a, b = getattr(self, f.name), getattr(part, f.name)
+            if isinstance(a, int):
+                setattr(self, f.name, a + b)
+            elif isinstance(a, dict):
+                for k, v in b.items():
+                    a[k] = a.get(k, 0) + v
+
 
 class Pipeline:
     """Holds the reference, the index and one instance of each stage; maps batches."""
@@ -62,7 +76,10 @@ class Pipeline:
         # --all: no location within e may be lost, so the filter always runs at 2e
         self.slack = SlackTable(filt, fixed=options.filter_slack, whole_e=options.report_all)
         self.opt = options
-        self.stats = RunStats(on_gpu=gpu_stages(seeder, filt, extender))
+        self.run_stats = RunStats(on_gpu=gpu_stages(seeder, filt, extender))
+        self._local = threading.local()      # the batch mapped on this thread (batch)
+        self._lock = threading.Lock()
+        self._in_flight = 0
         # how far beyond a candidate's diagonal +- 2e a stage may read the reference (the widest band)
         bands = [getattr(x, "band", None) for x in (extender, pair_extender)]
         self.band_reach = max([MIN_BAND] + [b for b in bands if isinstance(b, int)]) + 8
@@ -71,6 +88,40 @@ class Pipeline:
         np.cumsum([len(n.encode()) for n in reference.names], out=self.ctg_name_offsets[1:])
         rg = options.read_group_id
         self.rg = np.frombuffer(rg.encode(), dtype=np.uint8).copy() if rg else np.empty(0, np.uint8)
+
+    @property
+    def stats(self):
+        """The counters to update: those of the batch mapped on this thread (batch), else the run's."""
+        return getattr(self._local, "stats", None) or self.run_stats
+
+    @property
+    def concurrent(self):
+        """Whether batches may be mapped side by side: every stage says it allows it (and no stage
+        runs on Numba's CUDA simulator, which swaps module globals while a kernel runs)."""
+        if self.run_stats.on_gpu and numba_config.ENABLE_CUDASIM:
+            return False
+        return all(getattr(x, "concurrent", False) for x in (self.seeder, self.filt, self.extender))
+
+    @contextlib.contextmanager
+    def batch(self):
+        """The scope of one batch mapped on this thread, which may run beside others (api.LocalRun):
+        its counters are its own (yielded) and added to the run's at its end; a batch that starts with
+        no other in flight first trims the reference (Reference.trim). Nested scopes are one."""
+        if getattr(self._local, "stats", None) is not None:
+            yield self._local.stats
+            return
+        with self._lock:
+            self._in_flight += 1
+            if self._in_flight == 1:
+                self.ref.trim()
+        st = self._local.stats = RunStats()
+        try:
+            yield st
+        finally:
+            self._local.stats = None
+            with self._lock:
+                self._in_flight -= 1
+                self.run_stats.add(st)
 
     def _timed(self, key, t0):
         t1 = time.perf_counter()
@@ -210,7 +261,6 @@ class Pipeline:
         reads are mates (see align)."""
         st = self.stats
         t = time.perf_counter()
-        self.ref.trim()
         batch.with_rc()
         n = len(batch)
         lengths = batch.lengths.astype(np.int64)
@@ -330,9 +380,10 @@ class Pipeline:
     def map_batch(self, batch):
         """SAM text for a batch (bytes-like: a memoryview of the formatted buffer, written without a
         copy), every read exactly once as primary or unmapped."""
-        h = self.hits(batch)
-        supp, supp_mapq = self.supplementary(h, h.primary)
-        return self.write(h, h.primary, h.mapq, supp, supp_mapq)
+        with self.batch():
+            h = self.hits(batch)
+            supp, supp_mapq = self.supplementary(h, h.primary)
+            return self.write(h, h.primary, h.mapq, supp, supp_mapq)
 
     def write(self, h, primary, mapq, supp, supp_mapq, pairs=None):
         """SAM text of the records of every read: primary (or unmapped), supplementary, secondaries.
@@ -415,7 +466,8 @@ class Pipeline:
 
     def pair_hits_of(self, r1, r2):
         """Hits of a batch of pairs (interleave: read 2p is mate 1 of pair p), with the pairs' extender."""
-        return self.hits(interleave(r1, r2), pairs=True)
+        with self.batch():
+            return self.hits(interleave(r1, r2), pairs=True)
 
     @staticmethod
     def pair_inserts(h, use):
@@ -509,6 +561,10 @@ class Pipeline:
     def map_pairs(self, r1, r2, model, h=None):
         """SAM text for a batch of pairs (mate i of r1 with mate i of r2), mates adjacent, read 1 first.
         h: the batch's pair_hits_of when already computed."""
+        with self.batch():
+            return self._pairs_text(r1, r2, model, h)
+
+    def _pairs_text(self, r1, r2, model, h):
         if h is None:
             h = self.pair_hits_of(r1, r2)
         t = time.perf_counter()

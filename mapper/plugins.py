@@ -3,6 +3,11 @@
 Built-in stages are registered through the same entry points as third-party ones. Every plugin class
 takes its options as keyword arguments (validated in __init__, raising ValueError naming the option),
 and has a class attribute `name` and a one-line docstring that `pymap plugins` prints.
+
+A stage class sets `concurrent = True` when it may work on two batches at once from two threads: its
+mapping calls change no state of the instance, or guard what they change (counters: with a lock, as
+pymap.kernels.threads.tally does). The mapper maps batches side by side (--batches) only when every
+stage allows it; the default, False, keeps a third-party stage to one batch at a time.
 """
 import glob
 import inspect
@@ -67,9 +72,11 @@ class Seeder:
     """Finds candidate locations of reads. Owns its index (build, save, load).
 
     all_locations_defaults: options used under `--all` (every location within e wanted) unless the
-    user sets them; run_notes(): lines for the end-of-run summary (e.g. limits that were hit)."""
+    user sets them; run_notes(): lines for the end-of-run summary (e.g. limits that were hit).
+    concurrent: see the module docstring."""
     name = None
     all_locations_defaults = {}
+    concurrent = False
 
     def run_notes(self):
         return []
@@ -115,8 +122,10 @@ class Filter:
     from the equal-length segment on its seed's diagonal (up to one edit per indel base), so the
     mapper measures, per filter and (read length, e), the smallest extra allowance that keeps every
     such read on a fixed set of worst cases (pymap.slack), never above e. A plugin declares nothing.
+    concurrent: see the module docstring.
     """
     name = None
+    concurrent = False
 
     def filter_pairs(self, reads, refs, max_edits):
         raise NotImplementedError
@@ -167,9 +176,10 @@ class Extender:
     alignment score (higher is better, not derived from the edit count). A scoring extender also
     sets match_score (the score of one matching base) and edit_cost (what one mismatch costs: the
     match it loses plus its penalty); the mapper's MAPQ and its rescue of filter-rejected
-    candidates work in these units.
+    candidates work in these units. concurrent: see the module docstring.
     """
     name = None
+    concurrent = False
     scoring = "edits"
     match_score = 0
     edit_cost = 1

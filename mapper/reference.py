@@ -49,9 +49,13 @@ class Reference:
         if self.lazy is not None:
             self.lazy.decode_all()
 
+    def trim_wanted(self):
+        """True when the decoded part of a reference decoded on demand passes DECODED_LIMIT bytes."""
+        return self.lazy is not None and self.lazy.over(DECODED_LIMIT)
+
     def trim(self):
-        """Between batches: drop the decoded blocks of a reference decoded on demand once they exceed
-        DECODED_LIMIT bytes (a no-op otherwise)."""
+        """With no batch in flight: drop the decoded blocks of a reference decoded on demand once they
+        exceed DECODED_LIMIT bytes (a no-op otherwise)."""
         if self.lazy is not None:
             self.lazy.trim(DECODED_LIMIT)
 

@@ -15,11 +15,13 @@ Measuring costs about 0.1 s per (L, e) (trimmed reads bring a hundred lengths), 
 are kept in the user's cache (~/.cache/pymap/slack), keyed by the filter's class, options and
 source: a value found there is the value the measurement gives.
 """
+import contextlib
 import hashlib
 import inspect
 import json
 import os
 import sys
+import threading
 
 import numpy as np
 
@@ -130,6 +132,7 @@ class SlackTable:
         self.lossy = set()
         self.cache_path = None
         self.cached = {}
+        self.lock = threading.Lock()          # batches mapped side by side ask at once
         if fixed is None and not whole_e and not getattr(filt, "accepts_all", False):
             self._load_cache()
 
@@ -169,32 +172,35 @@ class SlackTable:
         if self.whole_e:
             return int(e)
         key = (int(length), int(e))
-        if key not in self.table:
-            if key in self.cached:              # -1: lossy even at 2e
-                k = self.cached[key]
-                if k < 0:
-                    self.lossy.add(key)
-                self.table[key] = e if k < 0 else k
-            else:
-                self.table[key] = self._measure(*key)
-        return self.table[key]
+        with self.lock:
+            if key not in self.table:
+                if key in self.cached:              # -1: lossy even at 2e
+                    k = self.cached[key]
+                    if k < 0:
+                        self.lossy.add(key)
+                    self.table[key] = e if k < 0 else k
+                else:
+                    self.table[key] = self._measure(*key)
+            return self.table[key]
 
     def _measure(self, length, e):
         reads, refs = worst_case_pairs(length, e)
         if reads.shape[0] == 0:
             return e
-        # a chain counts what each stage accepts for the summary: the measurement is not a run
-        saved = [list(self.filter.accepted), self.filter.seen] if hasattr(self.filter, "accepted") else None
-        try:
-            for k in range(e + 1):
-                accept, _ = self.filter.filter_pairs(reads, refs, e + k)
-                if accept.all():
-                    return k
-            self.lossy.add((length, e))
-            return e
-        finally:
-            if saved is not None:
-                self.filter.accepted[:], self.filter.seen = saved
+        # a chain counts what each stage accepts for the summary: the measurement is not a run (its
+        # lock keeps other batches' counts out of what is restored)
+        with getattr(self.filter, "lock", contextlib.nullcontext()):
+            saved = [list(self.filter.accepted), self.filter.seen] if hasattr(self.filter, "accepted") else None
+            try:
+                for k in range(e + 1):
+                    accept, _ = self.filter.filter_pairs(reads, refs, e + k)
+                    if accept.all():
+                        return k
+                self.lossy.add((length, e))
+                return e
+            finally:
+                if saved is not None:
+                    self.filter.accepted[:], self.filter.seen = saved
 
     def thresholds(self, lengths, max_edits):
         """e + slack for every candidate (int32), from its read length and e."""

@@ -7,7 +7,9 @@ devices are compared. Stage seconds are the mapper's own (RunStats); "extend ker
 of the affine kernel on the GPU by CUDA events. Reads per second = reads / mapping seconds (FASTQ
 parsing and SAM formatting included; reference and index loading excluded).
 
-    python scripts/bench_gpu_pipeline.py REF READS.fq [-t 16] [--batch-size 200000] [--repeats 2]
+    python scripts/bench_gpu_pipeline.py REF READS.fq [-t 16] [--batch-size 200000] [--repeats 2] [--batches 1,2]
+
+--batches: how many batches are mapped side by side, one row per value and device (default: pymap's).
 """
 import argparse
 import os
@@ -19,8 +21,9 @@ from pymap.options import AlignOptions
 from pymap.sam import make_header
 
 
-def run_once(ref, reads, device, threads, batch_size, out_path):
-    opts = AlignOptions(device=device, threads=threads, batch_size=batch_size, progress=False).validate()
+def run_once(ref, reads, device, threads, batch_size, out_path, batches=None):
+    opts = AlignOptions(device=device, threads=threads, batch_size=batch_size, batches=batches,
+                        progress=False).validate()
     run = api.LocalRun(ref, opts, None, False)
     header = make_header(run.reference, "bench", None)
     t = time.perf_counter()
@@ -44,30 +47,33 @@ def main():
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--workdir", default="/tmp")
     ap.add_argument("--devices", default="cpu,gpu", help="comma-separated, compared with the first")
+    ap.add_argument("--batches", default="", help="comma-separated batches side by side (default: pymap's)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="profile one more run per device (cProfile) and print its N costliest functions")
     args = ap.parse_args()
     rows, outputs = [], {}
-    devices = args.devices.split(",")
-    for device in devices:
+    runs = [(d, int(b) if b else None) for d in args.devices.split(",") for b in args.batches.split(",")]
+    for device, batches in runs:
+        label = device if batches is None else f"{device}, {batches} side by side"
         best = None
         for _ in range(args.repeats):
-            path = os.path.join(args.workdir, f"bench_{device}.sam")
-            res = run_once(args.ref, args.reads, device, args.threads, args.batch_size, path)
+            path = os.path.join(args.workdir, f"bench_{device}_{batches}.sam")
+            res = run_once(args.ref, args.reads, device, args.threads, args.batch_size, path, batches)
             best = res if best is None or res[0] < best[0] else best
-        outputs[device] = path
+        outputs[label] = path
         if args.profile:
             import cProfile
             import pstats
             prof = cProfile.Profile()
-            prof.runcall(run_once, args.ref, args.reads, device, args.threads, args.batch_size, path)
-            print(f"## profile, {device}")
+            prof.runcall(run_once, args.ref, args.reads, device, args.threads, args.batch_size, path, batches)
+            print(f"## profile, {label}")
             pstats.Stats(prof).sort_stats("tottime").print_stats(args.profile)
         seconds, st, timing = best
-        rows.append((device, st.reads, seconds, st.seconds, timing, st.on_gpu))
-    with open(outputs[devices[0]], "rb") as a:
+        rows.append((label, st.reads, seconds, st.seconds, timing, st.on_gpu))
+    paths = list(outputs.values())
+    with open(paths[0], "rb") as a:
         first = a.read()
-    same = all(open(outputs[d], "rb").read() == first for d in devices[1:])
+    same = all(open(p, "rb").read() == first for p in paths[1:])
     stages = sorted({k for r in rows for k in r[3]})
     kernels = sorted({k for r in rows for k in r[4]})
     print(f"| device | reads | s | reads/s | {' | '.join(stages + kernels)} | on gpu |")

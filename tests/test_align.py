@@ -117,12 +117,17 @@ def test_sim_reads_placed_and_sam_consistent(sim_data, tmp_path, extender):
 
 
 def test_deterministic_across_threads_and_batches(sim_data, tmp_path):
+    """The records and the run's counters do not depend on threads, batch size or how many batches
+    are mapped side by side."""
     ref, reads, _, _ = sim_data
-    a, b, c = tmp_path / "a.sam", tmp_path / "b.sam", tmp_path / "c.sam"
-    _run(ref, reads, a, threads=1, batch_size=100000)
-    _run(ref, reads, b, threads=2, batch_size=37)
-    _run(ref, reads, c, threads=2, batch_size=1000, seed=0)
-    assert _body(a) == _body(b) == _body(c)
+    a, b, c, d = (tmp_path / f"{x}.sam" for x in "abcd")
+    runs = [_run(ref, reads, a, threads=1, batch_size=100000),
+            _run(ref, reads, b, threads=2, batch_size=37),
+            _run(ref, reads, c, threads=2, batch_size=1000, seed=0),
+            _run(ref, reads, d, threads=2, batch_size=23, batches=5)]
+    assert _body(a) == _body(b) == _body(c) == _body(d)
+    counts = [{k: v for k, v in vars(st).items() if k not in ("seconds", "filter_slack")} for st in runs]
+    assert all(x == counts[0] for x in counts) and counts[0]["reads"] > 0
 
 
 def test_bam_output_and_quickcheck(sim_data, tmp_path):

@@ -13,7 +13,7 @@ import pytest
 from pymap.kernels import nbindex_query as Q
 from pymap.kernels import phf as H
 from pymap.kernels.sorting import sort_int64, sort_pairs
-from pymap.kernels.threads import ahead, range_bounds, run_ranges
+from pymap.kernels.threads import ahead, ordered_map, range_bounds, run_ranges
 from pymap.errors import IndexCorrupt, IndexMismatch
 from pymap.index import load_index, read_header, save_index
 from pymap.seeders.neighborhood import NeighborhoodSeeder, default_build_params, parse_pattern
@@ -615,6 +615,83 @@ def test_ahead_keeps_order_threads_and_errors():
         assert len(made) <= 6                            # two consumed, at most depth + 2 more made
     finally:
         numba.set_num_threads(prev)
+
+
+def test_ordered_map_keeps_order_threads_errors_and_drains():
+    """ordered_map: results in the items' order whatever finishes first, at most `workers` in flight,
+    on threads with the caller's Numba thread count; fn's error where its result would be; drain runs
+    its action with nothing in flight."""
+    import threading
+    import time
+    prev = numba.get_num_threads()
+    lock = threading.Lock()
+    state = {"active": 0, "most": 0}
+
+    def fn(i):
+        with lock:
+            state["active"] += 1
+            state["most"] = max(state["most"], state["active"])
+        time.sleep(0.002 * ((7 * i) % 5))          # later items often finish first
+        with lock:
+            state["active"] -= 1
+        if i == 13:
+            raise ValueError("item 13")
+        return i, numba.get_num_threads()
+
+    try:
+        numba.set_num_threads(1)
+        got = list(ordered_map(fn, range(13), 3))
+        assert [g[0] for g in got] == list(range(13)) and {g[1] for g in got} == {1}
+        assert 2 <= state["most"] <= 3
+        seen = []
+        with pytest.raises(ValueError, match="item 13"):
+            for x in ordered_map(fn, range(20), 3):
+                seen.append(x[0])
+        assert seen == list(range(13))
+        drained = []
+        wanted = lambda: len(drained) < 2          # noqa: E731
+        got = list(ordered_map(fn, range(6), 3, drain=(wanted, lambda: drained.append(state["active"]))))
+        assert [g[0] for g in got] == list(range(6)) and drained == [0, 0]
+        assert [g[0] for g in ordered_map(fn, range(5), 1)] == list(range(5))
+    finally:
+        numba.set_num_threads(prev)
+
+
+def test_batches_side_by_side_only_when_every_stage_allows(sim_data, tmp_path, monkeypatch):
+    """--batches maps batches on threads of their own, unless a stage does not declare `concurrent`
+    (a third-party stage by default): then one at a time."""
+    import threading
+    import time
+
+    from pymap import api
+    from pymap.filters.gatekeeper import GateKeeperGPUFilter
+    from pymap.options import AlignOptions
+    from pymap.pipeline import Pipeline
+    lock = threading.Lock()
+    state = {"active": 0, "most": 0}
+    real = Pipeline.map_batch
+
+    def spy(self, batch):
+        with lock:
+            state["active"] += 1
+            state["most"] = max(state["most"], state["active"])
+        time.sleep(0.05)
+        try:
+            return real(self, batch)
+        finally:
+            with lock:
+                state["active"] -= 1
+    monkeypatch.setattr(Pipeline, "map_batch", spy)
+    ref, reads = sim_data[0], sim_data[1]
+
+    def most():
+        state["most"] = 0
+        api.align(str(ref), str(reads), str(tmp_path / "o.sam"),
+                  options=AlignOptions(threads=2, batch_size=100, batches=3, progress=False), summary=False)
+        return state["most"]
+    assert most() >= 2
+    monkeypatch.setattr(GateKeeperGPUFilter, "concurrent", False)
+    assert most() == 1
 
 
 def test_mapping_keeps_the_thread_count(sim_data, tmp_path, monkeypatch):

@@ -115,8 +115,12 @@ def test_interleaved_threads_and_batches_give_the_same_output(data, tmp_path):
     _, a = run(ref, r1, r2, tmp_path / "a.sam", threads=1)
     _, b = run(ref, inter, None, tmp_path / "b.sam", interleaved=True, threads=2, batch_size=7)
     _, c = run(ref, r1, r2, tmp_path / "c.sam", batch_size=1)
+    st_d, d = run(ref, r1, r2, tmp_path / "d.sam", threads=2, batch_size=11, batches=4)
+    st_e, e = run(ref, r1, r2, tmp_path / "e.sam", threads=2, batch_size=11, batches=1)
     body = lambda t: [l for l in t.splitlines() if not l.startswith("@PG")]   # noqa: E731
-    assert body(a) == body(b) == body(c)
+    assert body(a) == body(b) == body(c) == body(d) == body(e)
+    counts = [{k: v for k, v in vars(st).items() if k != "seconds"} for st in (st_d, st_e)]
+    assert counts[0] == counts[1] and counts[0]["proper_pairs"] > 0
 
 
 def test_insert_size_model(data, tmp_path, capsys):

@@ -33,6 +33,7 @@ class AffineExtender(Extender):
     results). Gaps are left-aligned; a read overhanging a contig end is clipped there.
     """
     name = "affine"
+    concurrent = True
     scoring = "affine"
 
     def __init__(self, match=1, mismatch=4, gap_open=6, gap_ext=1, clip=5, min_score=30, band=None,

@@ -27,6 +27,7 @@ class BandedExtender(Extender):
     With traceback, read bases past a contig end are soft-clipped and not counted (distances
     without traceback count them as insertions)."""
     name = "banded"
+    concurrent = True
     scoring = "edits"
 
     def extend(self, cands, traceback=False):

@@ -29,6 +29,7 @@ def _convert_cigar(text):
 class EdlibExtender(Extender):
     """Edlib HW (infix) alignment per candidate on the same window (reference extender, slow)."""
     name = "edlib"
+    concurrent = True
 
     def extend(self, cands, traceback=False):
         n = len(cands)

@@ -96,6 +96,7 @@ def _int_option(name, value, lo, hi):
 class ParasailExtender(Extender):
     """parasail full-window affine-gap alignment with end clipping (bwa-mem scores): slower, exact."""
     name = "parasail"
+    concurrent = True
     scoring = "affine"
 
     def __init__(self, match=1, mismatch=4, gap_open=6, gap_ext=1, clip=5, min_score=30, band=None):

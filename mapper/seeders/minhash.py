@@ -124,6 +124,7 @@ class MinhashIndex:
 class MinhashSeeder(Seeder):
     """Minhash window sketches and top-candidate selection (MetaCache-GPU)."""
     name = "minhash"
+    concurrent = True
     #: `--all`: every location within e wanted, so room for many candidates a read
     all_locations_defaults = {"max_cands": 1000}
 

@@ -34,6 +34,7 @@ from pymap.kernels.minimizer_index import (ORDERS, build as build_arrays, flag_o
                                            table_consistent, wide_values)
 from pymap.kernels.minimizers import RULES
 from pymap.kernels.select import MAPQ_MAX
+from pymap.kernels.threads import tally
 from pymap.plugins import Seeder, choice_option, int_option, resolve_device
 
 #: bumped when the index content changes meaning (hash, layout); part of the mismatch check
@@ -177,6 +178,7 @@ class MinimizerSeeder(Seeder):
     """Signature-restricted (w, m) minimizers, all occurrences indexed, hits chained by diagonal.
     device (cpu, gpu or auto): the queries on a CUDA GPU, the table resident there (the same candidates)."""
     name = "minimizer"
+    concurrent = True
     #: `--all`: every location within e wanted: room for many candidates a read, none dropped for weak support
     all_locations_defaults = {"max_cands": 1000, "min_frac": 0.0}
 
@@ -283,7 +285,7 @@ class MinimizerSeeder(Seeder):
             read, strand, pos = read[order], np.concatenate([strand[keep], more[1]])[order], \
                 np.concatenate([pos[keep], more[2]])[order]
             none = redo[ncand[redo] == 0]
-            self.stats["rescued"] += int(np.isin(none, redo[more[0]]).sum())
+            tally(self.stats, "rescued", int(np.isin(none, redo[more[0]]).sum()))
             cap[none] = 0            # their copies may outnumber the candidates a read can have
         c = Candidates(read, strand, pos, mapq_cap=cap)
         self._count(seeds, masked, ncand)
@@ -293,10 +295,10 @@ class MinimizerSeeder(Seeder):
 
     def _count(self, seeds, masked, ncand):
         s = self.stats
-        s["reads"] += int(seeds.shape[0])
-        s["no_minimizer"] += int(np.count_nonzero(seeds == 0))
-        s["all_masked"] += int(np.count_nonzero((seeds > 0) & (masked == seeds)))
-        s["mostly_masked"] += int(np.count_nonzero((ncand > 0) & (2 * masked > seeds)))
+        tally(s, "reads", int(seeds.shape[0]))
+        tally(s, "no_minimizer", int(np.count_nonzero(seeds == 0)))
+        tally(s, "all_masked", int(np.count_nonzero((seeds > 0) & (masked == seeds))))
+        tally(s, "mostly_masked", int(np.count_nonzero((ncand > 0) & (2 * masked > seeds))))
 
     def run_notes(self):
         s = self.stats

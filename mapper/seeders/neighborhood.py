@@ -21,6 +21,7 @@ from pymap.kernels.diagonal_clusters import HIT_BIAS
 from pymap.kernels.nbindex_build import build as build_arrays
 from pymap.kernels.nbindex_layouts import bsearch_layout, list_layout
 from pymap.kernels.nbindex_query import LOOKUPS, compact, edits_to_break, from_counts, query_batch
+from pymap.kernels.threads import tally
 from pymap import index as idxfile
 from pymap.batch import Candidates
 from pymap.errors import IndexCorrupt, IndexMismatch
@@ -143,6 +144,7 @@ class NeighborhoodSeeder(Seeder):
     device (cpu, gpu or auto): the 'phf' queries on a CUDA GPU, the index resident there (the same
     candidates; the other lookups stay on the CPU)."""
     name = "neighborhood"
+    concurrent = True
     #: `--all`: every location within e, so no step that e edits can defeat and roomy caps
     all_locations_defaults = {"lossless": True, "max_cands": 1000, "max_occ": 20000}
 
@@ -288,7 +290,7 @@ class NeighborhoodSeeder(Seeder):
         for (length, e), count in zip(pairs.tolist(), counts.tolist()):
             if e > self.guaranteed_edits(index, length):
                 k = (length, e)
-                self.beyond_guarantee[k] = self.beyond_guarantee.get(k, 0) + count
+                tally(self.beyond_guarantee, k, count)
 
     def run_notes(self):
         if not self.beyond_guarantee:

@@ -69,7 +69,7 @@ for step in $steps; do
     mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
     [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
     python3 scripts/bench_gpu_pipeline.py /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t "$(nproc)" --batch-size ${BATCH:-200000} \
-      --repeats 2 --workdir /tmp/map --profile ${PROFILE:-0} 2>&1 | grep -v -i warn | tee "$OUT/gpupipe.md" ;;
+      --repeats 2 --workdir /tmp/map --profile ${PROFILE:-0} --batches "${BATCHES:-}" 2>&1 | grep -v -i warn | tee "$OUT/gpupipe.md" ;;
   large)
     # a human-like genome (LARGE_SIZE, default 1G) mapped with its minimizer index resident on the GPU
     mkdir -p /tmp/big
