@@ -11,8 +11,16 @@ DEFAULT_MAX_EDITS = 0.10
 BATCH_SIZE = 20000
 GPU_BATCH_SIZE = 200000
 #: batches mapped side by side: one batch's serial steps (NumPy bookkeeping, selection) overlap the
-#: other's parallel kernels, and on a GPU one batch's host work overlaps the other's device work
+#: others' parallel kernels, and on a GPU one batch's host work overlaps another's device work; with
+#: MANY_THREADS threads or more, MANY_BATCHES (BENCHMARKS.md, "Batches side by side")
 BATCHES = 2
+MANY_THREADS = 8
+MANY_BATCHES = 3
+
+
+def default_batches(threads):
+    """Batches mapped side by side by default: 1 on one thread, BATCHES, MANY_BATCHES on many threads."""
+    return 1 if threads == 1 else MANY_BATCHES if threads >= MANY_THREADS else BATCHES
 
 
 @dataclass
@@ -58,7 +66,7 @@ class AlignOptions:
     read_group: str = None
     seed: int = 0
     batch_size: int = None      # None: BATCH_SIZE, or GPU_BATCH_SIZE with device "gpu"
-    batches: int = None         # batches mapped side by side; None: BATCHES, or 1 with one thread
+    batches: int = None         # batches mapped side by side; None: by thread count (default_batches)
     min_length: int = 16
     max_length: int = 1000
     progress: bool = True
@@ -89,7 +97,7 @@ class AlignOptions:
         if not (1 <= self.batch_size <= 10_000_000):
             raise UsageError(f"--batch-size must be in 1..10000000, got {self.batch_size}")
         if self.batches is None:
-            self.batches = 1 if self.thread_count == 1 else BATCHES
+            self.batches = default_batches(self.thread_count)
         if not (1 <= self.batches <= 64):
             raise UsageError(f"--batches must be in 1..64, got {self.batches}")
         if self.min_length < 1 or self.max_length < self.min_length:
