@@ -69,6 +69,41 @@ def test_affine_cuda_equals_cpu(where):
     assert res["long"] >= 1 and res["aligned"] > res["n"] // 2
 
 
+def compare_banded(n):
+    """The CUDA edit-distance kernel against the CPU one on simulated candidates (indels, N, contig
+    ends, junk ends), thresholds 0 and 6 to 20 (bands of one and of two words), with and without
+    traceback."""
+    from affine_sim import simulate
+    from pymap.kernels import banded as kb
+    from pymap.kernels.banded_cuda import banded_cuda
+    from pymap.kernels.encoding import reverse_complement_batch
+    rng = np.random.default_rng(5)
+    ref, items = simulate(rng, n, lengths=(20, 35, 70, 150))
+    reads = [np.asarray(it[0], np.uint8) for it in items]
+    off = np.zeros(len(reads) + 1, np.int64)
+    off[1:] = np.cumsum([r.size for r in reads])
+    codes = np.concatenate(reads)
+    e = np.where(rng.random(len(items)) < 0.1, 0, rng.integers(6, 21, len(items))).astype(np.int32)
+    args = (codes, reverse_complement_batch(codes, off), off, ref, np.arange(len(items), dtype=np.int32),
+            np.array([it[2] for it in items], np.int8), np.array([it[3] for it in items], np.int64),
+            np.array([it[4] for it in items], np.int64), np.array([it[5] for it in items], np.int64), e)
+    cpu = kb.banded_align(*args)
+    gpu = banded_cuda(*args)
+    bad = [f"align {i}" for i, (a, b) in enumerate(zip(cpu, gpu)) if not np.array_equal(a, b)]
+    gpu_d = banded_cuda(*args, traceback=False)
+    bad += [f"distances {i}" for i, (a, b) in enumerate(zip(kb.banded_distances(*args), gpu_d))
+            if not np.array_equal(a, b)]
+    found = cpu[0] >= 0
+    return {"bad": bad, "n": len(items), "aligned": int(found.sum()), "wide": int((found & (e >= 16)).sum())}
+
+
+@pytest.mark.parametrize("where", ["simulator", "gpu"])
+def test_banded_cuda_equals_cpu(where):
+    res = run_check("compare_banded", where, 300 if where == "simulator" else 20000)
+    assert res["bad"] == []
+    assert res["aligned"] > res["n"] // 3 and res["wide"] >= 1
+
+
 # ------------------------------------------------------------------------------------- seeder
 
 def sampled_reads(rng, codes, n_reads, max_subs, n_every):
@@ -187,10 +222,11 @@ def test_lazy_reference_reaches_the_gpu_whole(where):
     assert run_check("compare_lazy_copies", where)["same"] == [True, True]
 
 
-def compare_mapping(n_reads, paired, seeder="neighborhood", lazy=False):
+def compare_mapping(n_reads, paired, seeder="neighborhood", lazy=False, report_all=False):
     """`--device gpu` against `--device cpu` on the bundled lambda example (the first n_reads reads;
     paired: read pairs made from them): the same records, and the summary names the GPU stages.
-    lazy: the reference decoded from its index on demand, as a large genome's (the GPU copy decodes it all)."""
+    lazy: the reference decoded from its index on demand, as a large genome's (the GPU copy decodes it all).
+    report_all: --all, every location within e (the edit-distance extender)."""
     import gzip
     import shutil
     import tempfile
@@ -220,19 +256,22 @@ def compare_mapping(n_reads, paired, seeder="neighborhood", lazy=False):
         out_path = tmp / f"{device}.sam"
         stats[device] = api.align(str(tmp / "lambda.fa"), str(tmp / "r1.fq"), str(out_path), mates_path=mates,
                                   options=AlignOptions(device=device, threads=2, batch_size=97, progress=False,
-                                                       seeder=seeder),
+                                                       seeder=seeder, report_all=report_all),
                                   summary=False)
         sams[device] = [x for x in out_path.read_text().splitlines() if not x.startswith("@PG")]
     return {"same": sams["cpu"] == sams["gpu"], "records": len(sams["cpu"]),
             "on_gpu": list(stats["gpu"].on_gpu), "on_cpu": list(stats["cpu"].on_gpu)}
 
 
-@pytest.mark.parametrize("paired,seeder,lazy", [(False, "neighborhood", False), (True, "neighborhood", False),
-                                                (False, "minimizer", False), (True, "minimizer", True)],
-                         ids=["single", "pairs", "minimizer", "lazy-reference"])
+@pytest.mark.parametrize("paired,seeder,lazy,report_all",
+                         [(False, "neighborhood", False, False), (True, "neighborhood", False, False),
+                          (False, "minimizer", False, False), (True, "minimizer", True, False),
+                          (False, "neighborhood", False, True)],
+                         ids=["single", "pairs", "minimizer", "lazy-reference", "all-edit-distance"])
 @pytest.mark.parametrize("where", ["simulator", "gpu"])
-def test_mapping_on_gpu_equals_cpu(where, paired, seeder, lazy):
-    res = run_check("compare_mapping", where, 150 if where == "simulator" else 2000, paired, seeder, lazy)
+def test_mapping_on_gpu_equals_cpu(where, paired, seeder, lazy, report_all):
+    res = run_check("compare_mapping", where, 150 if where == "simulator" else 2000, paired, seeder, lazy,
+                    report_all)
     assert res["same"] and res["records"] > 150
     assert res["on_gpu"] == ["seed", "filter", "extend"] and res["on_cpu"] == []
 

@@ -2,7 +2,7 @@
 import numpy as np
 
 from pymap.batch import Alignments
-from pymap.plugins import Extender
+from pymap.plugins import Extender, resolve_device
 
 OP_I, OP_S = 1, 4
 
@@ -25,19 +25,29 @@ class BandedExtender(Extender):
     """Banded semi-global edit distance (bit-parallel Numba, exact within the window; --all default).
 
     With traceback, read bases past a contig end are soft-clipped and not counted (distances
-    without traceback count them as insertions)."""
+    without traceback count them as insertions). device: cpu, gpu or auto (the same routine on a
+    CUDA GPU, the same results)."""
     name = "banded"
     concurrent = True
     scoring = "edits"
 
+    def __init__(self, device="cpu"):
+        self.device = resolve_device(device)
+        self.timing = {}                 # on the GPU: kernel_ms, the kernel's time (CUDA events)
+
     def extend(self, cands, traceback=False):
-        from pymap.kernels.banded import banded_align, banded_distances
+        if self.device == "gpu":
+            from pymap.kernels.banded_cuda import banded_cuda
+            out = banded_cuda(*cands.arrays(), traceback=traceback, timing=self.timing)
+        else:
+            from pymap.kernels.banded import banded_align, banded_distances
+            out = (banded_align if traceback else banded_distances)(*cands.arrays())
         if traceback:
-            dist, start, cigar, cigar_offsets = banded_align(*cands.arrays())
+            dist, start, cigar, cigar_offsets = out
             cigar = np.array(cigar, dtype=np.uint32)             # writable: the clipping edits it
             dist = clip_end_insertions(dist >= 0, np.array(dist), cigar, cigar_offsets)
         else:
-            dist, start = banded_distances(*cands.arrays())
+            dist, start = out
             cigar = cigar_offsets = None
         return Alignments(found=dist >= 0, score=-dist, edits=dist, start=start, cigar=cigar,
                           cigar_offsets=cigar_offsets)
