@@ -92,7 +92,7 @@ for step in $steps; do
     for vis in 0 "$all"; do
       echo "GPUs $vis"
       CUDA_VISIBLE_DEVICES=$vis python3 scripts/bench_gpu_pipeline.py /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t "$(nproc)" \
-        --batch-size ${BATCH:-200000} --repeats 2 --devices gpu --workdir /tmp/map 2>&1 | grep -v -i warn | tee -a "$OUT/multigpu.md"
+        --batch-size ${BATCH:-200000} --repeats 2 --devices gpu --workdir /tmp/map --batches "${BATCHES:-}" 2>&1 | grep -v -i warn | tee -a "$OUT/multigpu.md"
     done ;;
   cpus)
     # what the host's "cores" are (threads per core), and how one pymap process scales over them
