@@ -70,6 +70,8 @@ def thread_scratch(tag, specs, nt):
 
 
 _AT_EXIT = []
+#: the pending-deallocation lists disabled at exit (release)
+_DISABLED = []
 #: GPUs this process has run kernels on (release visits each at exit)
 _USED = set()
 
@@ -110,8 +112,11 @@ def release():
                 pending.clear()
                 # what Numba would free after this (the kernels' modules, unloaded by weakref's exit
                 # hook outside their GPU's context: a segmentation fault with two GPUs) is left to
-                # the driver's teardown of the ending process
-                pending.disable().__enter__()
+                # the driver's teardown of the ending process. The context manager is kept: dropped,
+                # its generator would close and end the disabling at once
+                held = pending.disable()
+                held.__enter__()
+                _DISABLED.append(held)
 
 
 def kernel_callable(f):
