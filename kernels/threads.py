@@ -7,9 +7,10 @@ next range as it finishes one (the kernels release the GIL). Results must not de
 runs which range: the kernels write disjoint outputs.
 """
 import itertools
+import os
 import queue
 import threading
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numba
 import numpy as np
@@ -26,8 +27,10 @@ def range_bounds(n, min_len=1, per_thread=8):
 
 
 def run_ranges(kernel, bounds, *args):
-    """kernel(bounds[i], bounds[i + 1], *args) for every i, in parallel; returns when all are done.
-    A kernel's exception is raised once the running ranges finish (no new range starts)."""
+    """kernel(bounds[i], bounds[i + 1], *args) for every i, in parallel: the calling thread and up to
+    numba.get_num_threads() - 1 helper threads kept for the whole run (starting threads anew at every
+    call held the GIL a good part of a run); returns when all are done. A kernel's exception is raised
+    once the running ranges finish (no new range starts)."""
     bounds = [int(x) for x in np.asarray(bounds).tolist()]
     pieces = len(bounds) - 1
     nthreads = min(numba.get_num_threads(), pieces)
@@ -39,21 +42,57 @@ def run_ranges(kernel, bounds, *args):
     stop = []
 
     def worker():
-        while not stop:
-            i = next(next_piece)
-            if i >= pieces:
-                return
-            kernel(bounds[i], bounds[i + 1], *args)
+        try:
+            while not stop:
+                i = next(next_piece)
+                if i >= pieces:
+                    return
+                kernel(bounds[i], bounds[i + 1], *args)
+        except BaseException:
+            stop.append(True)
+            raise
 
-    pool = ThreadPoolExecutor(nthreads)
+    done = queue.SimpleQueue()
+    tasks = _helper_tasks()
+    for _ in range(nthreads - 1):
+        tasks.put((worker, done))
+    error = None
     try:
-        futures = [pool.submit(worker) for _ in range(nthreads)]
-        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        for f in done:
-            f.result()
-    finally:
-        stop.append(True)
-        pool.shutdown(wait=True)
+        worker()
+    except BaseException as exc:  # noqa: BLE001 - raised below, once the helpers are done
+        error = exc
+    for _ in range(nthreads - 1):
+        error = error or done.get()
+    if error is not None:
+        raise error
+
+
+_TASKS = []
+_TASKS_LOCK = threading.Lock()
+os.register_at_fork(after_in_child=_TASKS.clear)     # a forked child has the queue but not the threads
+
+
+def _helper_tasks():
+    """The queue of run_ranges' helper threads, started at the first call and kept for the run: plain
+    threads on a C queue (a ThreadPoolExecutor's futures and conditions cost more GIL time than
+    small kernels), enough for several callers at once (batches mapped side by side)."""
+    with _TASKS_LOCK:
+        if not _TASKS:
+            tasks = queue.SimpleQueue()
+            for k in range(4 * (os.cpu_count() or 1)):
+                threading.Thread(target=_helper, args=(tasks,), daemon=True, name=f"pymap-range-{k}").start()
+            _TASKS.append(tasks)
+        return _TASKS[0]
+
+
+def _helper(tasks):
+    while True:
+        work, done = tasks.get()
+        try:
+            work()
+            done.put(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            done.put(exc)
 
 
 def ahead(items, depth=1):
