@@ -9,6 +9,7 @@ mapping calls change no state of the instance, or guard what they change (counte
 pymap.kernels.threads.tally does). The mapper maps batches side by side (--batches) only when every
 stage allows it; the default, False, keeps a third-party stage to one batch at a time.
 """
+import functools
 import glob
 import inspect
 import os
@@ -197,8 +198,15 @@ def _group(kind):
 
 def available(kind):
     """{name: entry point} of installed plugins of one kind."""
-    eps = entry_points(group=_group(kind))
+    eps = _installed().select(group=_group(kind))
     return {ep.name: ep for ep in sorted(eps, key=lambda e: e.name)}
+
+
+@functools.lru_cache(maxsize=1)
+def _installed():
+    """Every installed entry point, read once a process (a run asks for its stages' classes several
+    times; each read goes through every installed distribution's metadata)."""
+    return entry_points()
 
 
 def load_class(kind, name):
