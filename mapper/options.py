@@ -11,16 +11,15 @@ DEFAULT_MAX_EDITS = 0.10
 BATCH_SIZE = 20000
 GPU_BATCH_SIZE = 200000
 #: batches mapped side by side: one batch's serial steps (NumPy bookkeeping, selection) overlap the
-#: others' parallel kernels, and on a GPU one batch's host work overlaps another's device work; with
-#: MANY_THREADS threads or more, MANY_BATCHES (BENCHMARKS.md, "Batches side by side")
-BATCHES = 2
-MANY_THREADS = 8
-MANY_BATCHES = 3
+#: others' parallel kernels, and on a GPU one batch's host work overlaps another's device work. By
+#: default at least 2, and one more for every THREADS_PER_BATCH threads (measured best: 3 on 16 cores,
+#: 6 rather than 3 on 32; BENCHMARKS.md, "Batches side by side")
+THREADS_PER_BATCH = 5
 
 
 def default_batches(threads):
-    """Batches mapped side by side by default: 1 on one thread, BATCHES, MANY_BATCHES on many threads."""
-    return 1 if threads == 1 else MANY_BATCHES if threads >= MANY_THREADS else BATCHES
+    """Batches mapped side by side by default: 1 on one thread, else max(2, threads // THREADS_PER_BATCH)."""
+    return 1 if threads == 1 else max(2, threads // THREADS_PER_BATCH)
 
 
 @dataclass
