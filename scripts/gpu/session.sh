@@ -72,14 +72,15 @@ for step in $steps; do
       --repeats 2 --workdir /tmp/map --profile ${PROFILE:-0} --batches "${BATCHES:-}" 2>&1 | grep -v -i warn | tee "$OUT/gpupipe.md" ;;
   spy)
     # where the host's time goes with batches side by side: py-spy samples of the thread holding the GIL
+    # (SPY_FLAGS= : of every busy thread instead)
     # (.gpu/py-spy.xz: the static binary of the py-spy wheel, xz-compressed), one warm process per device
     mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
     [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
     for dev in ${SPY_DEVICES:-gpu cpu}; do
       [ -x /tmp/py-spy ] || xz -dc .gpu/py-spy.xz > /tmp/py-spy && chmod +x /tmp/py-spy
-      /tmp/py-spy record -r 200 -f raw --gil -o "$OUT/spy_$dev.txt" -- python3 scripts/bench_gpu_pipeline.py \
+      /tmp/py-spy record -r 200 -f raw ${SPY_FLAGS---gil} -o "$OUT/spy_$dev.txt" -- python3 scripts/bench_gpu_pipeline.py \
         /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t "$(nproc)" --batch-size ${BATCH:-200000} --repeats 3 --devices $dev \
-        --workdir /tmp/map 2>&1 | grep -v -i warn | tail -3
+        --workdir /tmp/map --batches "${BATCHES:-}" 2>&1 | grep -v -i warn | tail -3
     done ;;
   large)
     # a human-like genome (LARGE_SIZE, default 1G) mapped with its minimizer index resident on the GPU
