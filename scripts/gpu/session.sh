@@ -81,6 +81,9 @@ for step in $steps; do
       /tmp/py-spy record -r 200 -f raw ${SPY_FLAGS---gil} -o "$OUT/spy_$dev.txt" -- python3 scripts/bench_gpu_pipeline.py \
         /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t "$(nproc)" --batch-size ${BATCH:-200000} --repeats 3 --devices $dev \
         --workdir /tmp/map --batches "${BATCHES:-}" 2>&1 | grep -v -i warn | tail -3
+      python3 scripts/spy_summary.py "$OUT/spy_$dev.txt" --top 60 > "$OUT/spy_$dev.md"
+      python3 scripts/spy_summary.py "$OUT/spy_$dev.txt" --top 40 --under map_batch > "$OUT/spy_${dev}_batch.md"
+      rm "$OUT/spy_$dev.txt"
     done ;;
   large)
     # a human-like genome (LARGE_SIZE, default 1G) mapped with its minimizer index resident on the GPU
