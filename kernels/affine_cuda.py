@@ -12,6 +12,7 @@ The reference stays on the device (cuda_support.resident), shared with the filte
 """
 import numpy as np
 from numba import config as numba_config
+from numba import njit
 
 from pymap.kernels import affine as cpu
 from pymap.kernels.cuda_support import cuda, gpu_lock, kernel_callable, on_gpus, resident, thread_scratch
@@ -116,12 +117,21 @@ def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_s
     nops = res[:, 6]
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(nops, out=offsets[1:])
-    short = nops <= SLOT
-    keep = np.repeat(short, nops)
     cigar = np.empty(offsets[-1], np.uint32)
-    cigar[keep] = slots[short][np.arange(SLOT)[None, :] < nops[short, None]]
+    _copy_slots(slots, nops, offsets, cigar)
+    short = nops <= SLOT
     if not short.all():
         idx = np.flatnonzero(~short)
         sub = cpu._affine_batch(*args[:4], *[a[idx] for a in args[4:]], c_min[idx], P, True)
-        cigar[~keep] = sub[6]
+        cigar[~np.repeat(short, nops)] = sub[6]
     return values + (cigar, offsets)
+
+
+@njit(cache=True, nogil=True)
+def _copy_slots(slots, nops, offsets, cigar):
+    """Each candidate's CIGAR from its slot to cigar[offsets[i]:offsets[i + 1]] (those longer than a
+    slot are left to the caller)."""
+    for i in range(nops.shape[0]):
+        if nops[i] <= slots.shape[1]:
+            for q in range(nops[i]):
+                cigar[offsets[i] + q] = slots[i, q]
