@@ -314,6 +314,24 @@ def _extend(read, ra, L, ref, pos, lo, hi, e, S, B, cig, cbase, write):
     return D, b0 + k, nops
 
 
+@njit(cache=True, nogil=True)
+def _candidate(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_maxe, i, S, B,
+               cig, cbase, write):
+    """_extend for candidate i of a batch (its window: [pos - e, pos + L + e] within its contig);
+    (-1, -1, 0) when e < 0 or the window cannot hold the read within e. The CUDA kernel calls it too."""
+    r = c_read[i]
+    ra = np.int64(read_offsets[r])
+    L = np.int64(read_offsets[r + 1]) - ra
+    pos = np.int64(c_pos[i])
+    e = np.int64(c_maxe[i])
+    lo = max(np.int64(c_lo[i]), pos - e)
+    hi = min(np.int64(c_hi[i]), pos + L + e)
+    if e >= 0 and hi - lo >= L - e and hi >= lo:
+        read = rc_codes if c_strand[i] != 0 else read_codes
+        return _extend(read, ra, L, ref_codes, pos, lo, hi, e, S, B, cig, cbase, write)
+    return -1, -1, 0
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def _extend_batch(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_maxe,
                   write):
@@ -344,20 +362,8 @@ def _extend_batch(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_stran
         S = np.empty(4 * (maxl + 1) * nwm, np.uint64)
         B = np.empty(5 * nbm, np.uint64)
         for i in range(ch * cs, min(n, (ch + 1) * cs)):
-            r = c_read[i]
-            ra = np.int64(read_offsets[r])
-            L = np.int64(read_offsets[r + 1]) - ra
-            pos = np.int64(c_pos[i])
-            e = np.int64(c_maxe[i])
-            lo = max(np.int64(c_lo[i]), pos - e)
-            hi = min(np.int64(c_hi[i]), pos + L + e)
-            d = -1
-            s = -1
-            k = 0
-            # e >= 0, window long enough and overlapping the contig
-            if e >= 0 and hi - lo >= L - e and hi >= lo:
-                read = rc_codes if c_strand[i] != 0 else read_codes
-                d, s, k = _extend(read, ra, L, ref_codes, pos, lo, hi, e, S, B, tmp, bound[i], write)
+            d, s, k = _candidate(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi,
+                                 c_maxe, i, S, B, tmp, bound[i], write)
             dist[i] = d
             start[i] = s
             nops[i] = k

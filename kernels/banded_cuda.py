@@ -1,7 +1,7 @@
 """The edit-distance extender on CUDA: kernels.banded's per-candidate code, compiled for the GPU.
 
-The kernel calls kernels.banded._extend itself (Numba compiles it for the device), so the GPU
-writes the same distances, starts and CIGARs as the CPU by construction. One thread per candidate,
+The kernel calls kernels.banded._candidate itself (Numba compiles it for the device), so the GPU writes
+the same distances, starts and CIGARs as the CPU by construction. One thread per candidate,
 grid-stride; each thread's scratch (the band's delta vectors S and match bits B) is a column of
 device arrays laid out thread-minor (cuda_support.thread_scratch). Each candidate's CIGAR goes to
 a slot of 2e + 1 ops (what the CPU kernel allows too: an alignment within e edits has at most that
@@ -20,7 +20,7 @@ MAX_THREADS = 1 << 17
 #: scratch bytes per launch at most (longer reads or larger e get fewer threads)
 MAX_SCRATCH = 1 << 31
 
-_extend = kernel_callable(cpu._extend)
+_candidate = kernel_callable(cpu._candidate)
 
 
 @cuda.jit(cache=True)
@@ -33,19 +33,8 @@ def _k_extend(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c
     S = sS[:, t]
     B = sB[:, t]
     for i in range(t, c_read.shape[0], nt):
-        r = c_read[i]
-        ra = np.int64(read_offsets[r])
-        L = np.int64(read_offsets[r + 1]) - ra
-        pos = np.int64(c_pos[i])
-        e = np.int64(c_maxe[i])
-        lo = max(np.int64(c_lo[i]), pos - e)
-        hi = min(np.int64(c_hi[i]), pos + L + e)
-        d = -1
-        s = -1
-        k = 0
-        if e >= 0 and hi - lo >= L - e and hi >= lo:        # as kernels.banded._extend_batch
-            read = rc_codes if c_strand[i] != 0 else read_codes
-            d, s, k = _extend(read, ra, L, ref_codes, pos, lo, hi, e, S, B, cig, bound[i], write)
+        d, s, k = _candidate(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi,
+                             c_maxe, i, S, B, cig, bound[i], write)
         res[i, 0] = d
         res[i, 1] = s
         res[i, 2] = k

@@ -27,19 +27,24 @@ def run_check(name, where, *args):
 
 # ------------------------------------------------------------------------------------- extender
 
-def compare_affine(n):
-    """The CUDA affine kernel against the CPU one on simulated candidates (clips, indels, N, contig
-    ends, long CIGARs), with and without traceback, and per-candidate minimum scores."""
+def simulated_candidates(rng, n):
+    """(ref, items, read codes, read offsets) of n candidates from affine_sim.simulate."""
     from affine_sim import simulate
-    from pymap.kernels import affine as ka
-    from pymap.kernels.affine_cuda import affine_align_cuda
-    from pymap.kernels.encoding import reverse_complement_batch
-    rng = np.random.default_rng(3)
     ref, items = simulate(rng, n, lengths=(20, 35, 70, 150))
     reads = [np.asarray(it[0], np.uint8) for it in items]
     off = np.zeros(len(reads) + 1, np.int64)
     off[1:] = np.cumsum([r.size for r in reads])
-    codes = np.concatenate(reads)
+    return ref, items, np.concatenate(reads), off
+
+
+def compare_affine(n):
+    """The CUDA affine kernel against the CPU one on simulated candidates (clips, indels, N, contig
+    ends, long CIGARs), with and without traceback, and per-candidate minimum scores."""
+    from pymap.kernels import affine as ka
+    from pymap.kernels.affine_cuda import affine_align_cuda
+    from pymap.kernels.encoding import reverse_complement_batch
+    rng = np.random.default_rng(3)
+    ref, items, codes, off = simulated_candidates(rng, n)
     long_read = ref[100:340].copy()                        # many short gaps: a CIGAR over the slot
     for x in range(200, 0, -20):
         long_read = np.insert(long_read, x, (long_read[x] + 1) % 4) if (x // 20) % 2 else np.delete(long_read, x)
@@ -73,16 +78,11 @@ def compare_banded(n):
     """The CUDA edit-distance kernel against the CPU one on simulated candidates (indels, N, contig
     ends, junk ends), thresholds 0 and 6 to 20 (bands of one and of two words), with and without
     traceback."""
-    from affine_sim import simulate
     from pymap.kernels import banded as kb
     from pymap.kernels.banded_cuda import banded_cuda
     from pymap.kernels.encoding import reverse_complement_batch
     rng = np.random.default_rng(5)
-    ref, items = simulate(rng, n, lengths=(20, 35, 70, 150))
-    reads = [np.asarray(it[0], np.uint8) for it in items]
-    off = np.zeros(len(reads) + 1, np.int64)
-    off[1:] = np.cumsum([r.size for r in reads])
-    codes = np.concatenate(reads)
+    ref, items, codes, off = simulated_candidates(rng, n)
     e = np.where(rng.random(len(items)) < 0.1, 0, rng.integers(6, 21, len(items))).astype(np.int32)
     args = (codes, reverse_complement_batch(codes, off), off, ref, np.arange(len(items), dtype=np.int32),
             np.array([it[2] for it in items], np.int8), np.array([it[3] for it in items], np.int64),
