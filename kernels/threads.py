@@ -10,7 +10,7 @@ import itertools
 import os
 import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
