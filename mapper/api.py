@@ -284,7 +284,7 @@ class LocalRun:
         drain = (pipe.ref.trim_wanted, pipe.ref.trim)
         if mates_path is not None or opt.interleaved:
             from pymap.mates import read_mate_batches
-            batches = ahead(read_mate_batches(reads_path, mates_path, opt.batch_size))
+            batches = ahead(read_mate_batches(reads_path, mates_path, opt.pairs_per_batch))
             self.model, batches = insert_model(pipe, batches, opt)
             yield from ordered_map(lambda b: pipe.map_pairs(b[0], b[1], self.model, b[2]), batches, side_by_side,
                                    drain)

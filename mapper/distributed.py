@@ -211,11 +211,16 @@ class DaskRun:
                                      max_contig_len=max_len)
         return SamWriter(out, header, ref_path=ref_path, threads=threads, level=self.options.level)
 
+    @property
+    def chunk_size(self):
+        """Reads in a chunk, or pairs when paired (as a batch of LocalRun)."""
+        return self.options.pairs_per_batch if self.paired else self.options.batch_size
+
     def _chunks(self, reads_path, mates_path):
         """(the chunks to send, in input order; whether the workers write the records to the
         scratch directory; how chunks and records travel, in words)."""
         from pymap.reads import fastq_spans
-        size = self.options.batch_size
+        size = self.chunk_size
         interleaved = self.paired and mates_path is None
         names = [str(p) for p in (reads_path, mates_path) if p is not None]
         spans = [fastq_spans(p, 2 * size if interleaved else size) for p in names]
@@ -256,7 +261,7 @@ class DaskRun:
         held, seen = [], 0
         for chunk in chunks:
             held.append(chunk)
-            seen += self.options.batch_size if isinstance(chunk, FileChunk) else len(chunk[0])
+            seen += self.chunk_size if isinstance(chunk, FileChunk) else len(chunk[0])
             if seen >= insert.MODEL_PAIRS:
                 break
         return self.client.submit(_learn_model, self.run, held, pure=False), itertools.chain(held, chunks)

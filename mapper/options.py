@@ -115,6 +115,11 @@ class AlignOptions:
         return self
 
     @property
+    def pairs_per_batch(self):
+        """Pairs in a batch of paired reads: batch_size counts reads, both mates of a pair."""
+        return max(1, self.batch_size // 2)
+
+    @property
     def thread_count(self):
         return self.threads or os.cpu_count() or 1
 
