@@ -1,7 +1,9 @@
 """GateKeeper-GPU on CUDA (Numba CUDA kernels and their host driver).
 
 One filtration per thread, the masks in thread-local arrays, the kernels specialised per (L, E, mode)
-(compile-time sizes and trip counts, built on demand and cached in `_KERNELS`). The algorithm is the
+(compile-time sizes and trip counts, built on demand and kept in `_KERNELS`; compiled once and then
+loaded from Numba's disk cache, whose key covers the constants they close over: compiling them cost
+every `--device gpu` process seconds). The algorithm is the
 one of kernels/gatekeeper_cpu.py (bit planes, 64-bit words; see its docstring and docs/gatekeeper.md),
 written once more for the device, one pair per thread, the masks made and ANDed one after another.
 
@@ -219,7 +221,7 @@ def _build(L, E, MODE):
         x = (x | (x >> _U(8))) & _C16
         return x & _M16
 
-    @cuda.jit
+    @cuda.jit(cache=True)
     def k_words(words, defined, est, m):
         """Host-encoded pairs: words (uint32) holds the read words [t * m + i] then the reference
         words [(W2 + t) * m + i]; defined[i] = 0 marks an undefined pair."""
@@ -280,7 +282,7 @@ def _build(L, E, MODE):
         return bad
 
     # uncapped, the compiler gives this kernel 105 registers per thread: 25 % occupancy (ncu, H100)
-    @cuda.jit(**_ASCII_JIT)
+    @cuda.jit(cache=True, **_ASCII_JIT)
     def k_ascii(buf, est, m):
         """Device-encoded pairs: buf (uint32 view of bytes) holds the m read rows (L bytes each)
         from byte 0 and the m reference rows from byte m * L."""
@@ -303,7 +305,7 @@ def _build(L, E, MODE):
         else:
             est[i] = core(rh, rl, fh, fl, acc)
 
-    @cuda.jit
+    @cuda.jit(cache=True)
     def k_candidates(read_codes, rc_codes, offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi,
                      idx, est, m):
         """Mapper candidates idx[0:m] (all of length L, threshold E; an empty idx means 0..m-1):
