@@ -89,6 +89,21 @@ for step in $steps; do
       python3 scripts/spy_summary.py "$OUT/spy_$dev.txt" --top 50 --under map_batch $ex > "$OUT/spy_${dev}_batch.md"
       gzip -f "$OUT/spy_$dev.txt"
     done ;;
+  spystart)
+    # where a whole `pymap align --device gpu|cpu` process spends its time (start-up included): py-spy of
+    # every busy thread, after one run that fills the kernel caches
+    mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
+    [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
+    [ -x /tmp/py-spy ] || xz -dc .gpu/py-spy.xz > /tmp/py-spy && chmod +x /tmp/py-spy
+    for dev in ${SPY_DEVICES:-gpu cpu}; do
+      python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq --device $dev -t "$(nproc)" --no-progress \
+        -o /tmp/map/$dev.sam 2>&1 | tail -1
+      /tmp/py-spy record -r 200 -f raw -o "$OUT/spystart_$dev.txt" -- python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa \
+        /tmp/map/r150.fq --device $dev -t "$(nproc)" --no-progress -o /tmp/map/$dev.sam 2>&1 | grep -v py-spy | tail -1
+      python3 scripts/spy_summary.py "$OUT/spystart_$dev.txt" --top 70 > "$OUT/spystart_$dev.md"
+      python3 scripts/spy_summary.py "$OUT/spystart_$dev.txt" --top 40 --under LocalRun.__init__ > "$OUT/spystart_${dev}_init.md"
+      gzip -f "$OUT/spystart_$dev.txt"
+    done ;;
   large)
     # a human-like genome (LARGE_SIZE, default 1G) mapped with its minimizer index resident on the GPU
     mkdir -p /tmp/big
