@@ -12,8 +12,6 @@ same algorithm without GateKeeper-GPU's leading/trailing amendment (step 6). See
 >>> f.filter_pairs(reads, refs, 2)
 (array([ True]), array([1], dtype=int32))
 """
-import threading
-
 import numba
 import numpy as np
 
@@ -67,7 +65,6 @@ class GateKeeperGPUFilter(Filter):
         self.encode = encode
         self.threads = threads
         self._gpu = None
-        self._gpu_lock = threading.Lock()      # the GPU driver's buffers serve one call at a time
         if device == "gpu":
             from pymap.kernels.gatekeeper_cuda import GateKeeperCUDA
             self._gpu = GateKeeperCUDA(mode=self.mode, encode=encode)
@@ -92,8 +89,7 @@ class GateKeeperGPUFilter(Filter):
         if n == 0 or length == 0:
             return np.ones(n, dtype=np.bool_), np.zeros(n, dtype=np.int32)
         if self._gpu is not None:
-            with self._gpu_lock:
-                est = self._gpu.filter_pairs(reads, refs, e)
+            est = self._gpu.filter_pairs(reads, refs, e)
         else:
             est = np.empty(n, np.int32)
             self._cpu_call(filter_ascii_pairs, reads, refs, e, self.mode, est)
@@ -104,8 +100,7 @@ class GateKeeperGPUFilter(Filter):
         from the device-resident reference, on the CPU straight from the mapping codes."""
         n = len(cands)
         if self._gpu is not None:
-            with self._gpu_lock:
-                est = self._gpu.filter_candidates(*cands.arrays())
+            est = self._gpu.filter_candidates(*cands.arrays())
             if est is None:        # the reference does not fit on the GPU: cut on the host
                 return super().filter_candidates(cands)
             return est != REJECT, est

@@ -4,6 +4,7 @@ numba-cuda 0.30 still calls `np.row_stack`, which NumPy 2.4 removed (it was an a
 `np.vstack`); the lent GPU machines ship such a NumPy. Restoring the alias is harmless elsewhere.
 """
 import atexit
+import contextlib
 import gc
 import threading
 import weakref
@@ -150,9 +151,37 @@ def gpu_lock(tag):
         return _LOCKS.setdefault(key, threading.Lock())
 
 
+_PINNED = threading.local()
+
+
+@contextlib.contextmanager
+def batch_on_gpu(k):
+    """With several GPUs visible, this thread's GPU work (on_gpus, the GateKeeper driver) runs on GPU
+    k mod their number alone: batches mapped side by side are spread over the GPUs, one GPU each,
+    instead of every stage splitting every batch over all of them. One GPU (or the simulator): a no-op."""
+    n = gpu_count()
+    if n <= 1:
+        yield
+        return
+    _PINNED.gpu = k % n
+    try:
+        with cuda.gpus[_PINNED.gpu]:
+            yield
+    finally:
+        _PINNED.gpu = None
+
+
+def pinned_gpu():
+    """The GPU this thread's work is kept on (batch_on_gpu), or None."""
+    return getattr(_PINNED, "gpu", None)
+
+
 def on_gpus(n, work):
     """Split [0, n) evenly over the visible GPUs and run work(lo, hi) for each part with that GPU
-    current, one host thread per GPU; returns [(lo, hi, result)] in order."""
+    current, one host thread per GPU; returns [(lo, hi, result)] in order. Under batch_on_gpu, all of
+    [0, n) on that GPU, in this thread."""
+    if pinned_gpu() is not None:
+        return [(0, n, work(0, n))]
     k = min(gpu_count(), max(n, 1))
     bounds = [n * j // k for j in range(k + 1)]
 
@@ -208,5 +237,5 @@ def replace_rows(counts, values, rows, sub_counts, sub_values):
     return new_counts, tuple(np.concatenate([v[kept], s])[order] for v, s in zip(values, sub_values))
 
 
-__all__ = ["cuda", "cuda_available", "fetch_rows", "gpu_count", "gpu_lock", "kernel_callable", "note_gpu",
-           "on_gpus", "replace_rows", "resident", "thread_scratch"]
+__all__ = ["batch_on_gpu", "cuda", "cuda_available", "fetch_rows", "gpu_count", "gpu_lock", "kernel_callable",
+           "note_gpu", "on_gpus", "pinned_gpu", "replace_rows", "resident", "thread_scratch"]

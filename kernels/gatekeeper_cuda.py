@@ -28,7 +28,7 @@ import numpy as np
 from numba import config as numba_config
 from numba import uint64
 
-from pymap.kernels.cuda_support import cuda, note_gpu
+from pymap.kernels.cuda_support import cuda, note_gpu, pinned_gpu
 from pymap.kernels.packed_ref import complete
 from pymap.kernels.gatekeeper_cpu import (MODE_FULL, MODE_NONE, MODE_PUBLISHED, REJECT, UNDEFINED,
                                     encode_pair_words)
@@ -441,6 +441,7 @@ class _Slot:
 class _Device:
     def __init__(self, index):
         self.index = index
+        self.lock = threading.Lock()
         self.slots = None
         self.ref_host = None
         self.ref_dev = None
@@ -485,15 +486,17 @@ class GateKeeperCUDA:
         return max(1, min(self.max_batch, max(share, 1), max(by_memory, 1024)))
 
     def _on_devices(self, n, work):
-        """Split [0, n) evenly over the devices, run work(dev, lo, hi) on each (one thread each)."""
-        k = len(self.devices)
+        """Split [0, n) evenly over the devices, run work(dev, lo, hi) on each (one thread each); under
+        cuda_support.batch_on_gpu, all of it on that device. A device's buffers serve one call at a time."""
+        pinned = [dev for dev in self.devices if dev.index == pinned_gpu()]
+        devices = pinned or self.devices
+        k = len(devices)
         bounds = [(n * j) // k for j in range(k + 1)]
-        jobs = [(dev, bounds[j], bounds[j + 1]) for j, dev in enumerate(self.devices)
-                if bounds[j + 1] > bounds[j]]
+        jobs = [(dev, bounds[j], bounds[j + 1]) for j, dev in enumerate(devices) if bounds[j + 1] > bounds[j]]
 
         def run(job):
             dev, lo, hi = job
-            with cuda.gpus[dev.index]:
+            with cuda.gpus[dev.index], dev.lock:
                 return work(dev, lo, hi)
 
         if len(jobs) == 1:

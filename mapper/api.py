@@ -286,11 +286,15 @@ class LocalRun:
             from pymap.mates import read_mate_batches
             batches = ahead(read_mate_batches(reads_path, mates_path, opt.pairs_per_batch))
             self.model, batches = insert_model(pipe, batches, opt)
-            yield from ordered_map(lambda b: pipe.map_pairs(b[0], b[1], self.model, b[2]), batches, side_by_side,
-                                   drain)
+
+            def mapped(b):
+                return pipe.map_pairs(b[0], b[1], self.model, b[2])
         else:
-            yield from ordered_map(pipe.map_batch, ahead(read_batches(reads_path, opt.batch_size)), side_by_side,
-                                   drain)
+            batches = ahead(read_batches(reads_path, opt.batch_size))
+            mapped = pipe.map_batch
+        if pipe.run_stats.on_gpu and side_by_side > 1:
+            mapped, batches = spread_over_gpus(mapped), enumerate(batches)
+        yield from ordered_map(mapped, batches, side_by_side, drain)
         self.stats.filter_slack = pipe.slack.summary()
 
     def filter_counts(self):
@@ -303,6 +307,17 @@ class LocalRun:
     def close(self):
         self.pipe.filt.close()
         self.pipe.slack.save()
+
+
+def spread_over_gpus(map_one):
+    """map_one for numbered batches (k, batch): batch k runs on GPU k mod the number of GPUs, so that
+    batches side by side are spread over the GPUs, one GPU each (cuda_support.batch_on_gpu)."""
+    from pymap.kernels.cuda_support import batch_on_gpu
+
+    def mapped(numbered):
+        with batch_on_gpu(numbered[0]):
+            return map_one(numbered[1])
+    return mapped
 
 
 def insert_model(pipe, batches, options):
