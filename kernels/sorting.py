@@ -141,7 +141,6 @@ def order_by_group(group, n_groups, k1, k2=None):
     """The permutation np.lexsort((k2, k1, group)) gives (stable; k2 None: lexsort((k1, group))) for
     group values in [0, n_groups) with few items each (the candidates or hits of a read): a counting
     sort by group, then each group's items sorted on threads. Linear where lexsort is n log n."""
-    from pymap.kernels.threads import range_bounds, run_ranges
     group = np.ascontiguousarray(group, np.int64)
     n = group.shape[0]
     if n and (group.min() < 0 or group.max() >= n_groups):
