@@ -3,9 +3,9 @@
 One filtration per thread, the masks in thread-local arrays, the kernels specialised per (L, E, mode)
 (compile-time sizes and trip counts, built on demand and kept in `_KERNELS`; compiled once and then
 loaded from Numba's disk cache, whose key covers the constants they close over: compiling them cost
-every `--device gpu` process seconds). The algorithm is the
-one of kernels/gatekeeper_cpu.py (bit planes, 64-bit words; see its docstring and docs/gatekeeper.md),
-written once more for the device, one pair per thread, the masks made and ANDed one after another.
+every `--device gpu` process seconds). The algorithm is the one of kernels/gatekeeper_cpu.py (bit
+planes, 64-bit words; see its docstring and docs/gatekeeper.md), written once more for the device,
+one pair per thread, the masks made and ANDed one after another.
 
 Input paths:
 * `encode="host"`: the host encodes both sequences to the published 2-bit words (16 bases per uint32,
