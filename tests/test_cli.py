@@ -55,6 +55,7 @@ def test_version_and_help():
     (["--filter-opt", "bogus"], ["key=value"]),
     (["-R", "ID:x"], ["read group"]),
     (["--batch-size", "0"], ["batch-size"]),
+    (["--batches", "0"], ["batches", "1..64"]),
     (["--filter-slack", "-1"], ["filter-slack", ">= 0"]),
     (["--seeder-opt", "lossless=maybe"], ["lossless"]),
 ])
