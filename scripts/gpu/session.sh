@@ -73,7 +73,9 @@ for step in $steps; do
   spy)
     # where the host's time goes with batches side by side: py-spy samples of the thread holding the GIL
     # (SPY_FLAGS= : of every busy thread instead)
-    # (.gpu/py-spy.xz: the static binary of the py-spy wheel, xz-compressed), one warm process per device
+    # one warm process per device. .gpu/py-spy.xz is the static binary of the py-spy wheel, compressed:
+    #   pip download py-spy --no-deps -d /tmp/dl && unzip -o /tmp/dl/py_spy*.whl -d /tmp/pyspy &&
+    #   xz -9c /tmp/pyspy/py_spy-*.data/scripts/py-spy > .gpu/py-spy.xz
     mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
     [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
     for dev in ${SPY_DEVICES:-gpu cpu}; do
@@ -91,7 +93,7 @@ for step in $steps; do
     done ;;
   spystart)
     # where a whole `pymap align --device gpu|cpu` process spends its time (start-up included): py-spy of
-    # every busy thread, after one run that fills the kernel caches
+    # every busy thread, after one run that fills the kernel caches (.gpu/py-spy.xz: see spy)
     mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
     [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
     [ -x /tmp/py-spy ] || xz -dc .gpu/py-spy.xz > /tmp/py-spy && chmod +x /tmp/py-spy
