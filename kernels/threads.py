@@ -140,17 +140,16 @@ def ahead(items, depth=1):
         thread.join()
 
 
-def ordered_map(fn, items, workers, drain=None):
+def ordered_map(fn, items, workers, pause=None):
     """fn(item) for every item, on `workers` threads (at most that many items in flight), the results
     yielded in the items' order: batches are mapped side by side, so that one batch's serial steps
-    overlap the others' parallel kernels. The threads keep the caller's Numba thread count. drain:
-    None, or (wanted, action): before an item is started, when wanted() says so, the items in flight
-    finish first and action() runs with none in flight. An exception of fn is raised where its result
-    would have come (the items in flight finish first); a consumer that stops early stops the rest."""
+    overlap the others' parallel kernels. The threads keep the caller's Numba thread count. pause:
+    None, or a callable asked before an item is started; when it says True, the items in flight finish
+    first and the item starts alone (Pipeline.batch then trims the reference). An exception of fn is
+    raised where its result would have come (the items in flight finish first); a consumer that stops
+    early stops the rest."""
     if workers <= 1:
         for x in items:
-            if drain is not None and drain[0]():
-                drain[1]()
             yield fn(x)
         return
     nthreads = numba.get_num_threads()
@@ -161,10 +160,9 @@ def ordered_map(fn, items, workers, drain=None):
         for x in items:
             while len(pending) >= workers:
                 yield pending.pop(0).result()
-            if drain is not None and drain[0]():
+            if pending and pause is not None and pause():
                 while pending:
                     yield pending.pop(0).result()
-                drain[1]()
             pending.append(pool.submit(fn, x))
         while pending:
             yield pending.pop(0).result()

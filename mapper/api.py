@@ -280,8 +280,8 @@ class LocalRun:
         """SAM text of each batch of reads (or pairs), in input order."""
         pipe, opt = self.pipe, self.options
         side_by_side = opt.batches if pipe.concurrent else 1
-        # the reference is trimmed with no batch in flight (Pipeline.batch)
-        drain = (pipe.ref.trim_wanted, pipe.ref.trim)
+        # a reference decoded on demand is trimmed by a batch that starts with none in flight (Pipeline.batch)
+        pause = pipe.ref.trim_wanted
         if mates_path is not None or opt.interleaved:
             from pymap.mates import read_mate_batches
             batches = ahead(read_mate_batches(reads_path, mates_path, opt.pairs_per_batch))
@@ -294,7 +294,7 @@ class LocalRun:
             mapped = pipe.map_batch
         if pipe.run_stats.on_gpu and side_by_side > 1:
             mapped, batches = spread_over_gpus(mapped), enumerate(batches)
-        yield from ordered_map(mapped, batches, side_by_side, drain)
+        yield from ordered_map(mapped, batches, side_by_side, pause)
         self.stats.filter_slack = pipe.slack.summary()
 
     def filter_counts(self):

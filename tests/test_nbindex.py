@@ -617,20 +617,22 @@ def test_ahead_keeps_order_threads_and_errors():
         numba.set_num_threads(prev)
 
 
-def test_ordered_map_keeps_order_threads_errors_and_drains():
+def test_ordered_map_keeps_order_threads_errors_and_pauses():
     """ordered_map: results in the items' order whatever finishes first, at most `workers` in flight,
-    on threads with the caller's Numba thread count; fn's error where its result would be; drain runs
-    its action with nothing in flight."""
+    on threads with the caller's Numba thread count; fn's error where its result would be; an item
+    started after pause() said True starts with none in flight."""
     import threading
     import time
     prev = numba.get_num_threads()
     lock = threading.Lock()
     state = {"active": 0, "most": 0}
+    entries = {}
 
     def fn(i):
         with lock:
             state["active"] += 1
             state["most"] = max(state["most"], state["active"])
+            entries[i] = state["active"]
         time.sleep(0.002 * ((7 * i) % 5))          # later items often finish first
         with lock:
             state["active"] -= 1
@@ -648,10 +650,11 @@ def test_ordered_map_keeps_order_threads_errors_and_drains():
             for x in ordered_map(fn, range(20), 3):
                 seen.append(x[0])
         assert seen == list(range(13))
-        drained = []
-        wanted = lambda: len(drained) < 2          # noqa: E731
-        got = list(ordered_map(fn, range(6), 3, drain=(wanted, lambda: drained.append(state["active"]))))
-        assert [g[0] for g in got] == list(range(6)) and drained == [0, 0]
+        entries.clear()
+        asked = []
+        pause = lambda: asked.append(1) or len(asked) == 3     # noqa: E731 - True before item 3 starts
+        got = list(ordered_map(fn, [0, 1, 2, 3, 4, 5], 3, pause=pause))
+        assert [g[0] for g in got] == list(range(6)) and entries[3] == 1
         assert [g[0] for g in ordered_map(fn, range(5), 1)] == list(range(5))
     finally:
         numba.set_num_threads(prev)

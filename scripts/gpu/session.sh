@@ -16,6 +16,17 @@ python3 scripts/gpu/register.py /tmp/site >/dev/null
 # byte-compile what was unpacked, as pip does at install: else every process (each Dask worker too)
 # compiles numba, dask and pymap from source at import, seconds each
 python3 -m compileall -q -j 0 /tmp/site /tmp/pkg >/dev/null
+# the E. coli reference and MAP_READS (default 1,000,000) simulated 150 bp reads under /tmp/map, made
+# once a machine
+ecoli_reads() {
+  mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
+  [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 \
+    --seed 3 -o /tmp/map/r150.fq
+}
+# py-spy's static binary from .gpu/py-spy.xz (see the spy step) at /tmp/py-spy
+unpack_pyspy() {
+  [ -x /tmp/py-spy ] || { xz -dc .gpu/py-spy.xz > /tmp/py-spy && chmod +x /tmp/py-spy; }
+}
 steps=${*:-tests bench ncu map}
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv | tee "$OUT/gpu.txt"
 echo "cpus: $(nproc)" | tee -a "$OUT/gpu.txt"
@@ -66,8 +77,7 @@ for step in $steps; do
     python3 scripts/numpy_reads.py --check /tmp/map/gpu.sam | tee -a "$OUT/map.txt" ;;
   gpupipe)
     # per-stage times of --device cpu and gpu in one warm process (scripts/bench_gpu_pipeline.py)
-    mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
-    [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
+    ecoli_reads
     python3 scripts/bench_gpu_pipeline.py /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t "$(nproc)" --batch-size ${BATCH:-200000} \
       --repeats 2 --workdir /tmp/map --profile ${PROFILE:-0} --batches "${BATCHES:-}" 2>&1 | grep -v -i warn | tee "$OUT/gpupipe.md" ;;
   spy)
@@ -76,10 +86,9 @@ for step in $steps; do
     # one warm process per device. .gpu/py-spy.xz is the static binary of the py-spy wheel, compressed:
     #   pip download py-spy --no-deps -d /tmp/dl && unzip -o /tmp/dl/py_spy*.whl -d /tmp/pyspy &&
     #   xz -9c /tmp/pyspy/py_spy-*.data/scripts/py-spy > .gpu/py-spy.xz
-    mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
-    [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
+    ecoli_reads
     for dev in ${SPY_DEVICES:-gpu cpu}; do
-      [ -x /tmp/py-spy ] || xz -dc .gpu/py-spy.xz > /tmp/py-spy && chmod +x /tmp/py-spy
+      unpack_pyspy
       # one run first, so that the sampled process loads its kernels from the disk cache, not compiles them
       python3 scripts/bench_gpu_pipeline.py /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t "$(nproc)" --repeats 1 \
         --devices $dev --workdir /tmp/map > /dev/null 2>&1
@@ -94,9 +103,8 @@ for step in $steps; do
   spystart)
     # where a whole `pymap align --device gpu|cpu` process spends its time (start-up included): py-spy of
     # every busy thread, after one run that fills the kernel caches (.gpu/py-spy.xz: see spy)
-    mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
-    [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
-    [ -x /tmp/py-spy ] || xz -dc .gpu/py-spy.xz > /tmp/py-spy && chmod +x /tmp/py-spy
+    ecoli_reads
+    unpack_pyspy
     for dev in ${SPY_DEVICES:-gpu cpu}; do
       python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq --device $dev -t "$(nproc)" --no-progress \
         -o /tmp/map/$dev.sam 2>&1 | tail -1
@@ -122,8 +130,7 @@ for step in $steps; do
     python3 scripts/numpy_reads.py --check /tmp/big/gpu.sam | tee -a "$OUT/large.txt" ;;
   multigpu)
     # one GPU against all of them, --device gpu, one warm process each
-    mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
-    [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
+    ecoli_reads
     all=$(nvidia-smi --query-gpu=index --format=csv,noheader | paste -sd,)
     for vis in 0 "$all"; do
       echo "GPUs $vis"
@@ -133,8 +140,7 @@ for step in $steps; do
   cpus)
     # what the host's "cores" are (threads per core), and how one pymap process scales over them
     lscpu | grep -E "^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|CPU\(s\)|NUMA node\(s\))" | tee "$OUT/cpus.txt"
-    mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
-    [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
+    ecoli_reads
     python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
     TIMEFORMAT="%R"
     for t in ${THREADS:-16 1 2 4 8 16}; do
@@ -145,8 +151,7 @@ for step in $steps; do
   ceiling)
     # the host's own ceiling for N independent single-threaded processes: one pymap -t 1 on 1/16 of
     # the reads alone, then N of them at once, each on its own 1/16 (same work each): T1 / TN
-    mkdir -p /tmp/map/parts && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
-    [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
+    ecoli_reads && mkdir -p /tmp/map/parts
     python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
     n=$(( $(wc -l < /tmp/map/r150.fq) / 64 * 4 ))
     split -l $n -d -a 2 /tmp/map/r150.fq /tmp/map/parts/p
@@ -166,8 +171,7 @@ for step in $steps; do
       -t "$(nproc)" --workers ${DASK_WORKERS:-1,2,4,8,16} --repeats 1 --batch-size 20000 --workdir /tmp/map/dask \
       --md "$OUT/dask.md" --json "$OUT/dask.json" 2> "$OUT/dask.log"; cat "$OUT/dask.md" ;;
   daskprof)
-    mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
-    [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
+    ecoli_reads
     python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
     TIMEFORMAT="%R s wall, %U s user"
     for i in 1 2; do { time python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t "$(nproc)" \
@@ -178,8 +182,7 @@ for step in $steps; do
     done ;;
   output)
     # BAM and --sort costs at -t 2 (samtools sort from pysam: the machine has no samtools)
-    mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
-    [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
+    ecoli_reads
     CUDA_VISIBLE_DEVICES= python3 scripts/bench_output.py --ref /tmp/map/ecoli_MG1655.fa --reads /tmp/map/r150.fq --only all -t 2 \
       --repeats 1 --samtools pysam --workdir /tmp/map/output --md "$OUT/output.md" --json "$OUT/output.json" \
       2> "$OUT/output.log"; cat "$OUT/output.md" ;;
