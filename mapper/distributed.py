@@ -33,6 +33,16 @@ from pymap.errors import InputError, UsageError
 IN_FLIGHT_PER_THREAD = 4
 #: pipelines built in this (worker) process, one per (run, thread)
 _PIPELINES = {}
+#: Dask settings of the private cluster of `--dask local:N` (docs/dask.md gives them for other clusters):
+#: no GPU polling by the system monitor (on a GPU machine it costs seconds of the scheduler's time a
+#: run); no statistical profiler sampling the worker threads every 10 ms; workers keep glibc's dynamic
+#: malloc thresholds (Dask's default MALLOC_TRIM_THRESHOLD_ makes every large NumPy array a fresh
+#: mmap: about 2.5 s more system time per million reads on two workers)
+LOCAL_CLUSTER_CONFIG = {
+    "distributed.diagnostics.nvml": False,
+    "distributed.worker.profile.enabled": False,
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+}
 
 
 def connect(spec):
@@ -51,10 +61,7 @@ def connect(spec):
         if not n.isdigit() or int(n) < 1:
             raise UsageError(f"--dask local:N needs a number of workers >= 1, got {spec!r}")
         import dask
-        # a private cluster: no GPU polling by Dask's system monitor (on a GPU machine it costs
-        # seconds of the scheduler's time per run), the dashboard on any free port; each worker
-        # imports the mapper as it starts (dask_setup below)
-        with dask.config.set({"distributed.diagnostics.nvml": False}):
+        with dask.config.set({**LOCAL_CLUSTER_CONFIG, **_fork_workers()}):
             cluster = LocalCluster(n_workers=int(n), threads_per_worker=1, processes=True,
                                    dashboard_address=":0", preload=["pymap.distributed"])
         client = Client(cluster)
@@ -66,6 +73,23 @@ def connect(spec):
         return client, [client]
     except OSError as exc:
         raise InputError(f"--dask {spec}: cannot reach the scheduler ({exc})") from None
+
+
+def _fork_workers():
+    """Dask settings that fork local workers from one server process that has imported the mapper
+    (multiprocessing's forkserver, where the platform has one) rather than start each anew to import
+    it (about 1.3 s of CPU a worker); {} where there is none."""
+    import multiprocessing
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return {}
+    import dask
+    from distributed.utils import get_mp_context
+    method = {"distributed.worker.multiprocessing-method": "forkserver"}
+    with dask.config.set(method):
+        ctx = get_mp_context()          # Dask's preload (its own packages) is set once, here
+    # ours instead; no effect once this process's server runs (an earlier local cluster)
+    ctx.set_forkserver_preload(["distributed", "numpy", "pymap.api", "pymap.distributed"])
+    return method
 
 
 def dask_setup(worker):
@@ -130,9 +154,23 @@ def _map_chunk(run, chunk, model, header_text, part):
     else:
         # a NumPy array travels without the copies Dask makes of a bytes object (3 x faster here)
         result = np.frombuffer(text, np.uint8)
-    notes = pipe.seeder.run_notes() + pipe.slack.notes()
+    notes = pipe.seeder.run_notes() + pipe.slack.notes() + _slow_settings_notes()
     times = (f"{os.getpid()}.{threading.get_ident()}", ready, start, time.time())
     return result, stats, sorted(set(pipe.slack.table.values())), notes, times
+
+
+def _slow_settings_notes():
+    """A note when this worker runs with Dask settings that slow mapping down (docs/dask.md)."""
+    import dask
+    found = []
+    if os.environ.get("MALLOC_TRIM_THRESHOLD_") is not None:
+        found.append(f"MALLOC_TRIM_THRESHOLD_={os.environ['MALLOC_TRIM_THRESHOLD_']}")
+    if dask.config.get("distributed.worker.profile.enabled", default=False):
+        found.append("Dask's statistical profiler on")
+    if not found:
+        return []
+    return [f"Dask workers run with {' and '.join(found)}, which slow mapping down; docs/dask.md "
+            f"says how to start them without"]
 
 
 def _learn_model(run, chunks):

@@ -220,3 +220,36 @@ def test_cli_on_a_running_scheduler(tmp_path, capsys):
         for p in reversed(procs):
             p.terminate()
             p.wait(timeout=30)
+
+
+def _worker_settings():
+    """(MALLOC_TRIM_THRESHOLD_, Dask's profiler on, the worker's parent is a forkserver, pymap
+    imported before any task) of the worker process this runs in."""
+    import sys
+    import dask
+    with open(f"/proc/{os.getppid()}/cmdline", "rb") as fh:
+        parent = fh.read()
+    return (os.environ.get("MALLOC_TRIM_THRESHOLD_"), dask.config.get("distributed.worker.profile.enabled"),
+            b"forkserver" in parent, "pymap.api" in sys.modules)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/cmdline"), reason="reads the parent's command line in /proc")
+def test_local_cluster_runs_workers_without_dask_slowdowns(monkeypatch):
+    """`--dask local:N`: workers forked from a server that imported pymap, without Dask's malloc trim
+    threshold and profiler; workers with Dask's defaults (the `client` fixture) get a note."""
+    from pymap import distributed as pd
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)   # left here by other clusters' nannies
+    local, owned = pd.connect("local:1")
+    try:
+        assert list(local.run(_worker_settings).values()) == [(None, False, True, True)]
+        assert list(local.run(pd._slow_settings_notes).values()) == [[]]
+    finally:
+        for thing in owned:
+            thing.close()
+
+
+def test_workers_with_dask_defaults_get_a_note(client):
+    from pymap import distributed as pd
+    notes = list(client.run(pd._slow_settings_notes).values())
+    assert len(notes) == 2
+    assert all(len(n) == 1 and "MALLOC_TRIM_THRESHOLD_=65536" in n[0] and "profiler on" in n[0] for n in notes)
