@@ -1,13 +1,16 @@
 """SAM/BAM/CRAM output: the header through pysam, records as SAM text from the Numba formatter,
 compressed, converted and sorted by htslib as they stream out.
 
-Plain SAM is written directly. Every other output goes through htslib: pysam's samtools runs in a
-child process that reads the SAM stream on a pipe (`view` to convert and compress, `sort` for
---sort), with its own compression threads, while the mapper goes on with the next batch. Nothing
-holds the whole run: no temporary SAM (a sort spills its own sorted runs, as samtools sort does).
+Plain SAM is written directly. Every other output goes through htslib: samtools runs in a child
+process that reads the SAM stream on a pipe (`view` to convert and compress, `sort` for --sort),
+with its own compression threads, while the mapper goes on with the next batch. Nothing holds the
+whole run: no temporary SAM (a sort spills its own sorted runs, as samtools sort does). The
+samtools is the one on PATH when it is recent enough (system_samtools), else pysam's.
 """
+import functools
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -101,12 +104,33 @@ def cram_reference(ref_path):
     return copy, tmpdir
 
 
+#: the oldest samtools on PATH that is used (--write-index and FILE##idx##INDEX came in 1.10)
+SYSTEM_SAMTOOLS_MIN = (1, 10)
+
+
+@functools.lru_cache(maxsize=None)
+def system_samtools():
+    """The samtools on PATH when it is at least SYSTEM_SAMTOOLS_MIN, else None (pysam's is used).
+    Distributions and conda build it with libdeflate, which compresses BGZF about twice as fast as
+    the zlib that pysam's htslib is built with; the records are the same either way."""
+    path = shutil.which("samtools")
+    if path is None:
+        return None
+    try:
+        version = subprocess.run([path, "--version"], capture_output=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.match(rb"samtools (\d+)\.(\d+)", version)
+    return path if m and (int(m[1]), int(m[2])) >= SYSTEM_SAMTOOLS_MIN else None
+
+
 def samtools(command, *args, stdin=None, stdout=None):
-    """Start pysam's `samtools COMMAND ARGS` in a child process; its stderr goes to a temporary file
-    (read back by `finish`) so that a full pipe never blocks it."""
+    """Start `samtools COMMAND ARGS` (system_samtools, else pysam's) in a child process; its stderr
+    goes to a temporary file (read back by `finish`) so that a full pipe never blocks it."""
     err = tempfile.TemporaryFile()
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, command, *map(str, args)], stdin=stdin,
-                            stdout=stdout, stderr=err)
+    exe = system_samtools()
+    program = [exe] if exe else [sys.executable, "-c", _CHILD]
+    proc = subprocess.Popen([*program, command, *map(str, args)], stdin=stdin, stdout=stdout, stderr=err)
     proc.err = err
     return proc
 

@@ -36,8 +36,34 @@ def plain(tmp_path_factory):
     return _records(out)
 
 
+@pytest.fixture(params=["pysam", "system"])
+def samtools_kind(request, monkeypatch):
+    """Output through pysam's samtools, then through the one on PATH (when it is recent enough)."""
+    from pymap import sam
+    if request.param == "pysam":
+        monkeypatch.setattr(sam, "system_samtools", lambda: None)
+    elif sam.system_samtools() is None:
+        pytest.skip("no samtools >= 1.10 on PATH")
+    return request.param
+
+
+@pytest.mark.parametrize("version,used", [("samtools 0.1.19", False), ("samtools 1.9", False),
+                                          ("samtools 1.10", True), ("samtools 1.21", True)])
+def test_samtools_on_path_is_used_from_1_10(tmp_path, monkeypatch, version, used):
+    from pymap import sam
+    exe = tmp_path / "samtools"
+    exe.write_text(f"#!/bin/sh\necho '{version}'\necho 'Using htslib x'\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    sam.system_samtools.cache_clear()
+    try:
+        assert sam.system_samtools() == (str(exe) if used else None)
+    finally:
+        sam.system_samtools.cache_clear()
+
+
 @pytest.mark.parametrize("name", ["out.bam", "out.cram", "out.sam.gz"])
-def test_formats_hold_the_same_records_and_header(plain, tmp_path, name):
+def test_formats_hold_the_same_records_and_header(plain, tmp_path, name, samtools_kind):
     _align(tmp_path / name)
     header, recs = _records(tmp_path / name)
     assert recs == plain[1]
@@ -56,7 +82,7 @@ def test_sam_gz_is_bgzf(tmp_path):
 
 
 @pytest.mark.parametrize("name,index", [("s.bam", ".bai"), ("s.cram", ".crai"), ("s.sam.gz", ".csi")])
-def test_sort_writes_sorted_indexed_output_equal_to_samtools_sort(plain, tmp_path, name, index):
+def test_sort_writes_sorted_indexed_output_equal_to_samtools_sort(plain, tmp_path, name, index, samtools_kind):
     out = tmp_path / name
     _align(out, sort=True)
     idx = (tmp_path / (name + index)).read_bytes()        # written by htslib along with the file
