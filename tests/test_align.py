@@ -130,6 +130,18 @@ def test_deterministic_across_threads_and_batches(sim_data, tmp_path):
     assert all(x == counts[0] for x in counts) and counts[0]["reads"] > 0
 
 
+def test_default_batches_side_by_side():
+    """threads / 5 batches side by side, threads / 3 on a GPU (a batch's host work overlaps another's
+    device work), at least 2; one on one thread."""
+    from pymap.options import default_batches
+    assert [default_batches(t) for t in (1, 2, 16, 32)] == [1, 2, 3, 6]
+    assert [default_batches(t, "gpu") for t in (1, 2, 16, 32)] == [1, 2, 5, 10]
+    for device, want in ((None, 3), ("auto", 3), ("cpu", 3), ("gpu", 5)):
+        opt = AlignOptions(threads=16, device=device)
+        opt.validate()
+        assert opt.batches == want
+
+
 def test_bam_output_and_quickcheck(sim_data, tmp_path):
     ref, reads, truth, _ = sim_data
     out = tmp_path / "out.bam"
