@@ -323,20 +323,27 @@ def spread_over_gpus(map_one):
 def insert_model(pipe, batches, options):
     """(InsertModel, the batches again as (r1, r2, hits or None)): options.insert_size when given,
     else learned from the first MODEL_PAIRS pairs whatever the batch size (their hits are kept and
-    mapped, not computed twice)."""
+    mapped, not computed twice). Only those pairs are mapped before the model exists, one batch at a
+    time: the rest of a larger batch (on a GPU, 100,000 pairs) goes on as a batch of its own, mapped
+    side by side with the next ones."""
     import itertools
 
     from pymap import insert
+    from pymap.reads import batch_slice
     rest = ((r1, r2, None) for r1, r2 in batches)
     if options.insert_size is not None:
         return options.insert_size, rest
     held, seen, inserts = [], 0, []
     for r1, r2, _ in rest:
+        need = insert.MODEL_PAIRS - seen
+        if len(r1) > need:
+            tail = (batch_slice(r1, need, len(r1)), batch_slice(r2, need, len(r2)), None)
+            r1, r2 = batch_slice(r1, 0, need), batch_slice(r2, 0, need)
+            rest = itertools.chain([tail], rest)
         h = pipe.pair_hits_of(r1, r2)
         held.append((r1, r2, h))
-        use = min(len(r1), insert.MODEL_PAIRS - seen)
-        inserts.append(pipe.pair_inserts(h, use))
-        seen += use
+        inserts.append(pipe.pair_inserts(h, len(r1)))
+        seen += len(r1)
         if seen >= insert.MODEL_PAIRS:
             break
     return insert.learn(np.concatenate(inserts) if inserts else []), itertools.chain(held, rest)

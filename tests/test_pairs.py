@@ -123,6 +123,24 @@ def test_interleaved_threads_and_batches_give_the_same_output(data, tmp_path):
     assert counts[0] == counts[1] and counts[0]["proper_pairs"] > 0
 
 
+def test_model_pairs_mapped_alone_are_only_those_needed(data, tmp_path, monkeypatch):
+    """Before the insert-size model exists only its MODEL_PAIRS pairs are mapped; the rest of a larger
+    batch is mapped with the others. Same records and model as batches that end there."""
+    from pymap.pipeline import Pipeline
+    ref, r1, r2, _, _ = data
+    monkeypatch.setattr(insert, "MODEL_PAIRS", 40)
+    sizes = []
+    hits_of = Pipeline.pair_hits_of
+    monkeypatch.setattr(Pipeline, "pair_hits_of", lambda self, a, b: sizes.append(len(a)) or hits_of(self, a, b))
+    _, big = run(ref, r1, r2, tmp_path / "big.sam", threads=2, batch_size=200)     # 100 pairs a batch
+    assert sizes == [40, 60, 100, 100]          # the model's 40 alone, then the rest of batch 1
+    sizes.clear()
+    _, small = run(ref, r1, r2, tmp_path / "small.sam", threads=2, batch_size=30)  # 15 pairs a batch
+    assert sizes[:4] == [15, 15, 10, 5] and sum(sizes) == 300
+    body = lambda t: [l for l in t.splitlines() if not l.startswith("@PG")]   # noqa: E731
+    assert body(big) == body(small)
+
+
 def test_insert_size_model(data, tmp_path, capsys):
     ref, r1, r2, _, _ = data
     m = insert.learn(np.random.default_rng(1).normal(300, 30, 5000).astype(int))

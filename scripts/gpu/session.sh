@@ -80,6 +80,21 @@ for step in $steps; do
     ecoli_reads
     python3 scripts/bench_gpu_pipeline.py /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t "$(nproc)" --batch-size ${BATCH:-200000} \
       --repeats 2 --workdir /tmp/map --profile ${PROFILE:-0} --batches "${BATCHES:-}" 2>&1 | grep -v -i warn | tee "$OUT/gpupipe.md" ;;
+  gpupairs)
+    # FR pairs (MAP_PAIRS, default 500,000, of 150 bp) as whole `pymap align` processes, SAM to a file,
+    # --device cpu on all cores and --device gpu alternated; records compared without @PG
+    mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
+    [ -f /tmp/map/p2.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_PAIRS:-500000} -L 150 \
+      --seed 5 -o /tmp/map/p1.fq --pairs /tmp/map/p2.fq
+    python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
+    TIMEFORMAT="%R"
+    for i in 0 1 2; do for dev in cpu gpu; do
+      s=$( { time python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa /tmp/map/p1.fq /tmp/map/p2.fq --device $dev \
+        -t "$(nproc)" --no-progress -o /tmp/map/p_$dev.sam 2>/tmp/map/p_$dev.err ; } 2>&1 | tail -1 )
+      echo "run $i $dev: $s s; $(grep -o '[0-9.]* s (seed.*' /tmp/map/p_$dev.err | head -1)" | tee -a "$OUT/gpupairs.txt"
+    done; done
+    cmp <(grep -v '^@PG' /tmp/map/p_cpu.sam) <(grep -v '^@PG' /tmp/map/p_gpu.sam) && echo "records identical" \
+      | tee -a "$OUT/gpupairs.txt" ;;
   spy)
     # where the host's time goes with batches side by side: py-spy samples of the thread holding the GIL
     # (SPY_FLAGS= : of every busy thread instead)
