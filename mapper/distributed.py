@@ -208,7 +208,8 @@ class DaskRun:
                 # the cluster starts (its workers import the mapper) while the reference and index load
                 connecting = pool.submit(lambda: (connect(spec), time.perf_counter() - self.t0))
                 try:
-                    self._load(ref_path, options, index_path, paired)
+                    self._load(ref_path, options, index_path, paired, local=isinstance(spec, str)
+                               and spec.startswith("local"))
                 finally:
                     if connecting.exception() is None:
                         (self.client, self.owned), self.t_ready = connecting.result()
@@ -224,9 +225,13 @@ class DaskRun:
             self.close()
             raise
 
-    def _load(self, ref_path, options, index_path, paired):
+    def _load(self, ref_path, options, index_path, paired, local):
         from pymap import api, plugins
-        self.options = dataclasses.replace(options, dask=None, threads=1, progress=False)
+        # local workers map on the CPU unless --device gpu says otherwise: with "auto" each of N
+        # worker processes would open the machine's GPU for its filter (16 workers on a host with two
+        # H200s: 16.5 s for 4,000,000 reads, against 8.7 s with no GPU visible)
+        device = "cpu" if local and options.device in (None, "auto") else options.device
+        self.options = dataclasses.replace(options, dask=None, threads=1, progress=False, device=device)
         self.reference = api.open_reference(ref_path, self.options.seeder, index_path)
         self.options.seeder = self.options.seeder or api.default_seeder(int(self.reference.codes.shape[0]))
         # the client makes sure a saved index exists; workers only load it

@@ -253,3 +253,13 @@ def test_workers_with_dask_defaults_get_a_note(client):
     notes = list(client.run(pd._slow_settings_notes).values())
     assert len(notes) == 2
     assert all(len(n) == 1 and "MALLOC_TRIM_THRESHOLD_=65536" in n[0] and "profiler on" in n[0] for n in notes)
+
+
+@pytest.mark.parametrize("local,device,want", [(True, None, "cpu"), (True, "auto", "cpu"), (True, "gpu", "gpu"),
+                                               (False, None, None), (False, "auto", "auto")])
+def test_local_workers_map_on_the_cpu_unless_told(local, device, want):
+    """`--dask local:N`: N worker processes would share the machine's GPU; "auto" means the CPU there."""
+    from pymap import distributed as pd
+    run = pd.DaskRun.__new__(pd.DaskRun)
+    run._load(REF, AlignOptions(device=device), None, False, local=local)
+    assert run.options.device == want
