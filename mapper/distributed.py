@@ -56,7 +56,7 @@ def connect(spec):
         return spec, []
     if not isinstance(spec, str) or not spec:
         raise UsageError(f"--dask must be local:N or a scheduler address, got {spec!r}")
-    if spec.startswith("local:") or spec == "local":
+    if is_local(spec):
         n = spec.partition(":")[2] or str(os.cpu_count() or 1)
         if not n.isdigit() or int(n) < 1:
             raise UsageError(f"--dask local:N needs a number of workers >= 1, got {spec!r}")
@@ -73,6 +73,11 @@ def connect(spec):
         return client, [client]
     except OSError as exc:
         raise InputError(f"--dask {spec}: cannot reach the scheduler ({exc})") from None
+
+
+def is_local(spec):
+    """Whether a --dask spec asks for a private local cluster ("local" or "local:N")."""
+    return isinstance(spec, str) and (spec == "local" or spec.startswith("local:"))
 
 
 def _fork_workers():
@@ -208,8 +213,7 @@ class DaskRun:
                 # the cluster starts (its workers import the mapper) while the reference and index load
                 connecting = pool.submit(lambda: (connect(spec), time.perf_counter() - self.t0))
                 try:
-                    self._load(ref_path, options, index_path, paired, local=isinstance(spec, str)
-                               and spec.startswith("local"))
+                    self._load(ref_path, options, index_path, paired, local=is_local(spec))
                 finally:
                     if connecting.exception() is None:
                         (self.client, self.owned), self.t_ready = connecting.result()
