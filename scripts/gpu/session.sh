@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU measurements of BENCHMARKS.md in one device call (the machines are lent for minutes):
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
-#   bash scripts/gpu/session.sh [tests] [bench] [ncu] [map] [scale] [cpus] [ceiling] [dask] [large]
+#   bash scripts/gpu/session.sh STEP ...   (default: tests bench ncu map)
+#   steps: tests gpustages bench cand scale ncu map gpupipe gpupairs spy spystart large multigpu cpus
+#          ceiling dask daskprof output (each is described where the case below handles it)
 # (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
 # dependencies, see BENCHMARKS.md "Scale-out on Dask")
 # Each step writes under $OUT and prints a short summary.
