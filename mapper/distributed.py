@@ -165,7 +165,7 @@ def _map_chunk(run, chunk, model, header_text, part):
 
 
 def _slow_settings_notes():
-    """A note when this worker runs with Dask settings that slow mapping down (docs/dask.md)."""
+    """A note when this worker runs with Dask settings that cost mapping time (docs/dask.md)."""
     import dask
     found = []
     if os.environ.get("MALLOC_TRIM_THRESHOLD_") is not None:
@@ -174,7 +174,7 @@ def _slow_settings_notes():
         found.append("Dask's statistical profiler on")
     if not found:
         return []
-    return [f"Dask workers run with {' and '.join(found)}, which slow mapping down; docs/dask.md "
+    return [f"Dask workers run with {' and '.join(found)}, which cost mapping CPU time; docs/dask.md "
             f"says how to start them without"]
 
 
