@@ -30,10 +30,16 @@ def run(cmd, log):
 
 
 def dask_timing(log):
-    """(seconds until the first chunk came back, seconds in all) from a --dask run's summary note."""
+    """(seconds until the first chunk came back, seconds in all, seconds a chunk took on average,
+    fraction of the time workers were busy from their first chunk to their last) from a --dask run's
+    summary note."""
     import re
-    m = re.search(r"first chunk back after ([0-9.]+) s, \d+ chunks in ([0-9.]+) s", open(log).read())
-    return (float(m.group(1)), float(m.group(2))) if m else (None, None)
+    text = open(log).read()
+    m = re.search(r"first chunk back after ([0-9.]+) s, \d+ chunks in ([0-9.]+) s", text)
+    c = re.search(r"a chunk took ([0-9.]+) s on average, workers busy (\d+) %", text)
+    if not (m and c):
+        return None, None, None, None
+    return float(m.group(1)), float(m.group(2)), float(c.group(1)), int(c.group(2)) / 100
 
 
 def records_digest(path, ref):
@@ -104,9 +110,9 @@ def main(argv=None):
     steady = {}
     for k in configs:
         if k.startswith("dask"):
-            first, total = dask_timing(w(k.replace(" ", "_").replace(":", "") + ".log"))
+            first, total, chunk, busy = dask_timing(w(k.replace(" ", "_").replace(":", "") + ".log"))
             if first is not None and total > first:
-                steady[k] = (first, (n_reads - a.batch_size) / (total - first))
+                steady[k] = (first, (n_reads - a.batch_size) / (total - first), chunk, busy)
     for k in configs:
         if k.startswith("dask"):
             n = int(k.split(":")[1])
@@ -116,6 +122,10 @@ def main(argv=None):
                 eff += f"; first chunk after {steady[k][0]:.1f} s, then {steady[k][1]:,.0f} reads/s"
                 if "dask local:1" in steady:
                     eff += f" (steady-state efficiency {steady[k][1] / (n * steady['dask local:1'][1]):.2f})"
+                    # the loss split: each chunk mapped slower (contention), or workers waiting (the
+                    # client, the scheduler, the ramp and the tail of the run)
+                    eff += (f"; a chunk {steady[k][2]:.3f} s (local:1 {steady['dask local:1'][2]:.3f} s), workers "
+                            f"busy {100 * steady[k][3]:.0f} %")
             lines.append(f"{k}: throughput {med['sam'] / med[k]:.3f} x that of -t {a.threads}; per worker "
                          f"{n_reads / med[k] / n:,.0f} reads/s{eff}")
     text = "\n".join(lines)

@@ -3,7 +3,7 @@
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
 #   bash scripts/gpu/session.sh STEP ...   (default: tests bench ncu map)
 #   steps: tests gpustages bench cand scale ncu map gpupipe gpupairs spy spystart large multigpu cpus
-#          ceiling dask daskprof output (each is described where the case below handles it)
+#          ceiling hostceiling dask daskprof output (each is described where the case below handles it)
 # (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
 # dependencies, see BENCHMARKS.md "Scale-out on Dask")
 # Each step writes under $OUT and prints a short summary.
@@ -180,13 +180,22 @@ for step in $steps; do
       for i in $(seq 0 $((N - 1))); do one $(printf %02d $i) & done; wait
       echo "processes $N: $(python3 -c "import time; print(round(time.time() - $t0, 2))") s (each maps $((n / 4)) reads)" | tee -a "$OUT/ceiling.txt"
     done ;;
+  hostceiling)
+    # the host's ceiling without start-up: N single-threaded processes timed together once warm, on a
+    # compute loop, random DRAM reads and pymap -t 1 mapping 1/16 of the reads (scripts/bench_host_ceiling.py)
+    ecoli_reads && python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
+    lscpu | grep -E "^(CPU\(s\)|Thread|Core|Socket|Model name|CPU max MHz|L3)" | tee "$OUT/lscpu.txt"
+    head -n $(( $(wc -l < /tmp/map/r150.fq) / 64 * 4 )) /tmp/map/r150.fq > /tmp/map/part.fq
+    CUDA_VISIBLE_DEVICES= python3 scripts/bench_host_ceiling.py --procs ${CEILING_PROCS:-1,4,8,16} \
+      --ref /tmp/map/ecoli_MG1655.fa --reads /tmp/map/part.fq | tee "$OUT/hostceiling.md" ;;
   dask)
     mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
     python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
     # CPU scaling: no GPU filter (16 processes on one GPU would measure the GPU's sharing instead)
     CUDA_VISIBLE_DEVICES= python3 scripts/bench_output.py --ref /tmp/map/ecoli_MG1655.fa --reads /tmp/map/r150.fq --only dask \
       -t "$(nproc)" --workers ${DASK_WORKERS:-1,2,4,8,16} --repeats 1 --batch-size 20000 --workdir /tmp/map/dask \
-      --md "$OUT/dask.md" --json "$OUT/dask.json" 2> "$OUT/dask.log"; cat "$OUT/dask.md" ;;
+      --md "$OUT/dask.md" --json "$OUT/dask.json" 2> "$OUT/dask.log"; cat "$OUT/dask.md"
+    grep -h "note: dask" /tmp/map/dask/dask_local*.log | tee -a "$OUT/dask.md" ;;
   daskprof)
     ecoli_reads
     python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1

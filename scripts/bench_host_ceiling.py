@@ -1,0 +1,129 @@
+#!/usr/bin/env python
+"""What a host gives N single-threaded processes at once, against one alone: the ceiling of any
+scale-out over its cores (issue 16's Dask efficiency is measured against one worker).
+
+Each of N processes warms up (compiles or loads its kernels, maps once), waits until all are ready,
+then times --repeats rounds of the same work; start-up is outside the timed window. Efficiency at N =
+seconds of one process alone / mean seconds of the N together (the same work each).
+
+    python scripts/bench_host_ceiling.py --procs 1,8,16 --work compute,memory,pymap --ref REF --reads R.fq
+
+Work: "compute" (an integer hash loop in registers: clock speed only), "memory" (random 8-byte reads
+from a 1 GiB array per process: DRAM latency and bandwidth), "pymap" (map READS with -t 1, as one
+`--dask local:N` worker maps its chunks: one thread, one batch at a time).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def _compute_kernel():
+    import numba
+
+    @numba.njit(cache=True)
+    def mix(n):
+        x = np.uint64(0x9E3779B97F4A7C15)
+        for i in range(n):
+            x ^= x >> np.uint64(31)
+            x *= np.uint64(0xBF58476D1CE4E5B9)
+            x += np.uint64(i)
+        return x
+    return lambda: mix(150_000_000)
+
+
+def _memory_kernel():
+    import numba
+
+    @numba.njit(cache=True)
+    def gather(table, n):
+        mask = np.uint64(table.shape[0] - 1)
+        x, total = np.uint64(12345), np.uint64(0)
+        for _ in range(n):
+            x ^= x << np.uint64(13)
+            x ^= x >> np.uint64(7)
+            x ^= x << np.uint64(17)
+            total += table[x & mask]
+        return total
+    table = np.arange(1 << 27, dtype=np.uint64)       # 1 GiB
+    return lambda: gather(table, 20_000_000)
+
+
+def _pymap_work(ref, reads):
+    from pymap import api
+    from pymap.kernels.threads import ahead
+    from pymap.options import AlignOptions
+    from pymap.sam import make_header
+    opts = AlignOptions(device="cpu", threads=1, batches=1, progress=False).validate()
+    run = api.LocalRun(ref, opts, None, False)
+    header = make_header(run.reference, "bench", None)
+
+    def once():
+        with open(os.devnull, "wb") as out:
+            for text in ahead(run.sam_batches(reads, None, header)):
+                out.write(text)
+    return once
+
+
+def child(args):
+    work = {"compute": _compute_kernel, "memory": _memory_kernel,
+            "pymap": lambda: _pymap_work(args.ref, args.reads)}[args.child]()
+    work()                                          # warm: compiles or cache loads, first touches
+    print("ready", flush=True)
+    sys.stdin.readline()                            # all processes start together
+    times = []
+    for _ in range(args.repeats):
+        t = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - t)
+    print(json.dumps(times), flush=True)
+
+
+def together(kind, n, args):
+    """Per process: the seconds of its timed rounds, all n started together."""
+    cmd = [sys.executable, __file__, "--child", kind, "--repeats", str(args.repeats),
+           "--ref", args.ref or "", "--reads", args.reads or ""]
+    procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(n)]
+    for p in procs:
+        if p.stdout.readline().strip() != "ready":
+            raise SystemExit(f"bench_host_ceiling: a {kind} process failed to start")
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    out = [json.loads(p.stdout.readline()) for p in procs]
+    for p in procs:
+        p.wait()
+    return [sum(t) for t in out]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--procs", default="1,8,16")
+    ap.add_argument("--work", default="compute,memory,pymap")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--ref")
+    ap.add_argument("--reads")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return child(args)
+    print("| work | processes | seconds each (mean, max) | efficiency (one alone / mean) |")
+    print("| --- | ---: | --- | ---: |")
+    for kind in args.work.split(","):
+        if kind == "pymap" and not (args.ref and args.reads):
+            raise SystemExit("bench_host_ceiling: --work pymap needs --ref and --reads")
+        alone = None
+        for n in (int(x) for x in args.procs.split(",")):
+            secs = together(kind, n, args)
+            mean = sum(secs) / n
+            alone = alone if alone is not None else (mean if n == 1 else None)
+            eff = f"{alone / mean:.3f}" if alone else ""
+            print(f"| {kind} | {n} | {mean:.2f}, {max(secs):.2f} | {eff} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
