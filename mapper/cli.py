@@ -157,22 +157,6 @@ def _count(args):
     print(f"[pymap] {total:,} {args.k}-mers, {distinct:,} distinct", file=sys.stderr, flush=True)
 
 
-def _numba_without_scipy():
-    """Load Numba's array support with SciPy's BLAS module hidden. At its first kernel load Numba imports
-    scipy.linalg only to learn whether np.correlate/np.convolve may call BLAS (0.2 s, most of it
-    SciPy importing numpy.f2py); pymap's kernels use neither. None in sys.modules makes that one import
-    fail at once (Numba then uses its own loop there); np.dot and np.linalg still import SciPy when a
-    kernel needs them."""
-    blas = "scipy.linalg.cython_blas"
-    if blas in sys.modules or "numba.np.arraymath" in sys.modules:
-        return
-    sys.modules[blas] = None
-    try:
-        import numba.np.arraymath  # noqa: F401
-    finally:
-        del sys.modules[blas]
-
-
 def _filter_opts(args):
     opts = plugins.parse_options(args.filter_opt)
     if getattr(args, "device", None):
@@ -222,7 +206,7 @@ def _output(path):
 
 
 def run(args, argv):
-    _numba_without_scipy()
+    jitcache.numba_without_scipy()
     if args.command == "count":
         _count(args)
         return 0

@@ -93,7 +93,7 @@ def _fork_workers():
     with dask.config.set(method):
         ctx = get_mp_context()          # Dask's preload (its own packages) is set once, here
     # ours instead; no effect once this process's server runs (an earlier local cluster)
-    ctx.set_forkserver_preload(["distributed", "numpy", "pymap.api", "pymap.distributed"])
+    ctx.set_forkserver_preload(["distributed", "numpy", "pymap.api", "pymap.distributed", "pymap.worker_preload"])
     return method
 
 
@@ -126,9 +126,10 @@ class FileChunk:
 def _worker_pipeline(key, ref_path, options, index_path, paired):
     """(this worker thread's Pipeline of the run `key`, built on first use; the time.time() it was
     ready)."""
-    from pymap import api
+    from pymap import api, jitcache
     slot = (key, threading.get_ident())
     if slot not in _PIPELINES:
+        jitcache.numba_without_scipy()
         if not os.path.exists(index_path):
             raise InputError(f"{index_path}: index not readable on worker {os.uname().nodename} "
                              f"(the index must be on a path every worker can read)")

@@ -28,6 +28,33 @@ def configure():
         sys.modules["numba"].config.CACHE_DIR = path
 
 
+def numba_without_scipy():
+    """Load Numba's array support with SciPy's BLAS module hidden. At its first kernel load Numba imports
+    scipy.linalg only to learn whether np.correlate/np.convolve may call BLAS (0.2 s, most of it
+    SciPy importing numpy.f2py); pymap's kernels use neither. None in sys.modules makes that one import
+    fail at once (Numba then uses its own loop there); np.dot and np.linalg still import SciPy when a
+    kernel needs them."""
+    blas = "scipy.linalg.cython_blas"
+    if blas in sys.modules or "numba.np.arraymath" in sys.modules:
+        return
+    sys.modules[blas] = None
+    try:
+        import numba.np.arraymath  # noqa: F401
+    finally:
+        del sys.modules[blas]
+
+
+def warm_numba():
+    """Numba ready to load pymap's kernels: its array support loaded (numba_without_scipy) and its
+    typing registries installed, which its first kernel load does (0.2-0.3 s of CPU). Processes
+    forked after this one (local Dask workers) start with both."""
+    numba_without_scipy()
+    import numpy as np
+
+    from pymap.kernels.text import first_word_ends
+    first_word_ends(np.zeros(1, np.uint8), np.zeros(1, np.int64), np.ones(1, np.int64))
+
+
 _announcing = False
 
 

@@ -543,15 +543,15 @@ def test_count_as_a_program(data, tmp_path):
 
 
 def test_scipy_hidden_only_while_numba_loads():
-    """After cli._numba_without_scipy, kernels calling np.dot, np.linalg and np.correlate still compile
+    """After jitcache.numba_without_scipy, kernels calling np.dot, np.linalg and np.correlate still compile
     (Numba needs SciPy for the first two: without it there is nothing to check)."""
     pytest.importorskip("scipy")
     script = textwrap.dedent("""
         import sys
         import numpy as np
         from numba import njit
-        from pymap import cli
-        cli._numba_without_scipy()
+        from pymap import jitcache
+        jitcache.numba_without_scipy()
         assert "scipy.linalg" not in sys.modules and "scipy.linalg.cython_blas" not in sys.modules
         a, m = np.arange(4.0), 2 * np.eye(3)
         assert njit(lambda a, b: np.dot(a, b))(a, a) == 14.0

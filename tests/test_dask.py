@@ -224,24 +224,25 @@ def test_cli_on_a_running_scheduler(tmp_path, capsys):
 
 def _worker_settings():
     """(MALLOC_TRIM_THRESHOLD_, Dask's profiler on, the worker's parent is a forkserver, pymap
-    imported before any task) of the worker process this runs in."""
+    imported and Numba's registries installed before any task) of the worker process this runs in."""
     import sys
     import dask
     with open(f"/proc/{os.getppid()}/cmdline", "rb") as fh:
         parent = fh.read()
     return (os.environ.get("MALLOC_TRIM_THRESHOLD_"), dask.config.get("distributed.worker.profile.enabled"),
-            b"forkserver" in parent, "pymap.api" in sys.modules)
+            b"forkserver" in parent, "pymap.api" in sys.modules, "numba.cpython.mathimpl" in sys.modules)
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/cmdline"), reason="reads the parent's command line in /proc")
 def test_local_cluster_runs_workers_without_dask_slowdowns(monkeypatch):
-    """`--dask local:N`: workers forked from a server that imported pymap, without Dask's malloc trim
-    threshold and profiler; workers with Dask's defaults (the `client` fixture) get a note."""
+    """`--dask local:N`: workers forked from a server that imported pymap and warmed Numba, without
+    Dask's malloc trim threshold and profiler; workers with Dask's defaults (the `client` fixture) get
+    a note."""
     from pymap import distributed as pd
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)   # left here by other clusters' nannies
     local, owned = pd.connect("local:1")
     try:
-        assert list(local.run(_worker_settings).values()) == [(None, False, True, True)]
+        assert list(local.run(_worker_settings).values()) == [(None, False, True, True, True)]
         assert list(local.run(pd._slow_settings_notes).values()) == [[]]
     finally:
         for thing in owned:
