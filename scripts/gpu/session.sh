@@ -2,7 +2,7 @@
 # The GPU measurements of BENCHMARKS.md in one device call (the machines are lent for minutes):
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
 #   bash scripts/gpu/session.sh STEP ...   (default: tests bench ncu map)
-#   steps: tests gpustages bench cand scale ncu map gpupipe gpupairs spy spystart large multigpu cpus
+#   steps: tests gpustages bench cand scale ncu map gpupipe gpupairs spy spystart gpustart large multigpu cpus
 #          ceiling hostceiling dask daskprof output (each is described where the case below handles it)
 # (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
 # dependencies, see BENCHMARKS.md "Scale-out on Dask")
@@ -131,6 +131,20 @@ for step in $steps; do
       python3 scripts/spy_summary.py "$OUT/spystart_$dev.txt" --top 40 --under LocalRun.__init__ > "$OUT/spystart_${dev}_init.md"
       gzip -f "$OUT/spystart_$dev.txt"
     done ;;
+  gpustart)
+    # what a --device gpu process pays before its first read: Numba's CUDA import, the context, the
+    # first copy (persistence mode off makes the driver's start dearer), and the import's costliest modules
+    nvidia-smi -q | grep -i -E "persistence mode" | head -1 | tee "$OUT/gpustart.txt"
+    python3 -X importtime -c "from numba import cuda" 2> "$OUT/imp_cuda.txt"
+    python3 -c "
+import time; t0 = time.perf_counter()
+import numba; t1 = time.perf_counter()
+from numba import cuda; t2 = time.perf_counter()
+cuda.current_context(); t3 = time.perf_counter()
+import numpy as np; cuda.to_device(np.zeros(10)); cuda.synchronize(); t4 = time.perf_counter()
+print(f'import numba {t1 - t0:.2f} s, numba.cuda {t2 - t1:.2f} s, context {t3 - t2:.2f} s, first copy {t4 - t3:.2f} s')
+" | tee -a "$OUT/gpustart.txt"
+    sort -t'|' -k2 -n "$OUT/imp_cuda.txt" | tail -12 | tee -a "$OUT/gpustart.txt" ;;
   large)
     # a human-like genome (LARGE_SIZE, default 1G) mapped with its minimizer index resident on the GPU
     mkdir -p /tmp/big
