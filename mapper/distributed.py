@@ -315,7 +315,8 @@ class DaskRun:
         return self.client.submit(_learn_model, self.run, held, pure=False), itertools.chain(held, chunks)
 
     def sam_batches(self, reads_path, mates_path, header):
-        """Results in input order: SAM text, or sorted BAM parts under options.sort."""
+        """Results in input order: SAM text, or sorted BAM parts under options.sort; as bytes, or as
+        outfile.PartFile where the workers wrote them to the scratch directory."""
         from distributed import Future, wait
         chunks, writes, self.how = self._chunks(reads_path, mates_path)
         header_text = str(header) if self.options.sort else None
@@ -344,10 +345,8 @@ class DaskRun:
         result, stats, slack, notes, (worker, ready, start, end) = future.result()
         future.release()
         if isinstance(result, str):
-            part = result
-            with open(part, "rb") as fh:
-                result = fh.read()
-            os.unlink(part)
+            from pymap.outfile import PartFile
+            result = PartFile(result)           # the writer takes it by name
         self.chunks += 1
         if self.t_first is None:
             self.t_first = time.perf_counter() - self.t0

@@ -1,5 +1,7 @@
 """Output files that appear only when complete: written under a temporary name, then renamed."""
+import errno
 import os
+import shutil
 import tempfile
 
 from pymap.errors import UsageError
@@ -55,3 +57,41 @@ def discard(*names):
     for name in names:
         if name and os.path.exists(name):
             os.unlink(name)
+
+
+class PartFile:
+    """Records left in a file of their own (a Dask worker's part): writers move or copy it into
+    their output by name, without reading it into the process, and remove it."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def copy_to(self, fh):
+        """Append the part to the open file `fh` (a file, a pipe, stdout) and remove it: the kernel
+        copies the bytes (sendfile) where fh has a descriptor that takes it."""
+        with open(self.path, "rb") as src:
+            if not _sendfile(src, fh):
+                shutil.copyfileobj(src, fh)
+        os.unlink(self.path)
+
+
+def _sendfile(src, fh):
+    """Copy all of the file src to fh by sendfile; False, with nothing copied, where fh has no
+    descriptor or one that sendfile does not take."""
+    try:
+        out = fh.fileno()
+    except (OSError, ValueError):
+        return False
+    fh.flush()
+    size, done = os.fstat(src.fileno()).st_size, 0
+    while done < size:
+        try:
+            sent = os.sendfile(out, src.fileno(), done, size - done)
+        except OSError as exc:
+            if done == 0 and exc.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                return False
+            raise
+        if sent == 0:
+            raise OSError(errno.EIO, f"{src.name}: shorter than its size")
+        done += sent
+    return True

@@ -198,8 +198,12 @@ class SamWriter:
         self.write(str(header).encode())
 
     def write(self, text):
+        """Append SAM text (bytes), or an outfile.PartFile of SAM text."""
         try:
-            self.fh.write(text)
+            if isinstance(text, outfile.PartFile):
+                text.copy_to(self.fh)
+            else:
+                self.fh.write(text)
         except BrokenPipeError:
             if self.proc is None:
                 raise
@@ -295,10 +299,14 @@ class SortedPartsWriter:
         self.tmp = self.index_tmp = None
 
     def write(self, sorted_bam):
+        """Keep a sorted BAM chunk (bytes, or an outfile.PartFile moved here by name) as a part."""
         part = outfile.temporary(self.where, ".bam.part")
         self.parts.append(part)
-        with open(part, "wb") as fh:
-            fh.write(sorted_bam)
+        if isinstance(sorted_bam, outfile.PartFile):
+            os.replace(sorted_bam.path, part)
+        else:
+            with open(part, "wb") as fh:
+                fh.write(sorted_bam)
         if len(self.parts) >= self.MAX_PARTS:
             merged = outfile.temporary(self.where, ".bam.part")
             self._merge(self.parts, merged, hts_format("bam", 1))

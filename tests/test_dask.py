@@ -136,6 +136,54 @@ def test_pair_files_of_different_lengths_same_error(client, pairs, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["r2.fq"]
 
 
+def test_bam_and_stdout_from_part_files(client, plain, tmp_path):
+    """Part files go into a BAM through samtools' pipe, and to stdout, as the bytes of the records."""
+    import subprocess
+    import sys
+    _align(tmp_path / "one.sam")
+    _align(tmp_path / "dask.bam", plain, dask=client, batch_size=150)
+    assert _body(tmp_path / "dask.bam") == _body(tmp_path / "one.sam")
+    res = subprocess.run([sys.executable, "-m", "pymap.cli", "align", REF, plain, "--dask", client.scheduler.address,
+                          "--batch-size",
+                          "150", "--no-progress", "-o", "-"], capture_output=True, check=True)
+    (tmp_path / "stdout.sam").write_bytes(res.stdout)
+    assert _body(tmp_path / "stdout.sam") == _body(tmp_path / "one.sam")
+    assert sorted(os.listdir(tmp_path)) == ["dask.bam", "one.sam", "stdout.sam"]
+
+
+@pytest.mark.parametrize("sendfile_takes_it", [True, False])
+def test_part_file_copied_in_place_of_its_bytes(tmp_path, monkeypatch, sendfile_takes_it):
+    """PartFile.copy_to: after what the writer buffered, before what follows; into a file and a
+    pipe; by sendfile or, where the descriptor does not take it, by reading; the part removed."""
+    import errno
+    import threading
+    from pymap import outfile
+    if not sendfile_takes_it:
+        def refuse(*args):
+            raise OSError(errno.EINVAL, "not here")
+        monkeypatch.setattr(os, "sendfile", refuse)
+    body = os.urandom(3 << 20)
+    for target in ("file", "pipe"):
+        part = tmp_path / "part"
+        part.write_bytes(body)
+        if target == "file":
+            fh = open(tmp_path / "out", "wb")
+        else:
+            r, w = os.pipe()
+            fh, got = open(w, "wb"), []
+            reader = threading.Thread(target=lambda: got.append(open(r, "rb").read()))
+            reader.start()
+        fh.write(b"head")
+        outfile.PartFile(str(part)).copy_to(fh)
+        fh.write(b"tail")
+        fh.close()
+        if target == "pipe":
+            reader.join()
+        data = (tmp_path / "out").read_bytes() if target == "file" else got[0]
+        assert data == b"head" + body + b"tail"
+        assert not part.exists()
+
+
 def test_sorted_bam_same_as_one_process(client, tmp_path):
     _align(tmp_path / "one.bam", sort=True)
     _align(tmp_path / "dask.bam", sort=True, dask=client, batch_size=97)
