@@ -3,7 +3,7 @@
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
 #   bash scripts/gpu/session.sh STEP ...   (default: tests bench ncu map)
 #   steps: tests gpustages bench cand scale ncu map gpupipe gpupairs spy spystart gpustart large multigpu cpus
-#          ceiling hostceiling dask daskprof output (each is described where the case below handles it)
+#          ceiling hostceiling dask daskab daskprof output (each is described where the case below handles it)
 # (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
 # dependencies, see BENCHMARKS.md "Scale-out on Dask")
 # Each step writes under $OUT and prints a short summary.
@@ -11,8 +11,10 @@ set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 tar -xJf .gpu/site.tar.xz -C /tmp
 # the installed layout of the one pymap namespace (pyproject's package-dir), without pip
-rm -rf /tmp/pkg && mkdir -p /tmp/pkg && cp -r mapper /tmp/pkg/pymap && cp -r filters /tmp/pkg/pymap/filters \
-  && cp -r kernels /tmp/pkg/pymap/kernels
+# (SRC: another tree's mapper, filters and kernels, e.g. an older commit's, for a before/after on one machine)
+SRC=${SRC:-.}
+rm -rf /tmp/pkg && mkdir -p /tmp/pkg && cp -r "$SRC/mapper" /tmp/pkg/pymap && cp -r "$SRC/filters" /tmp/pkg/pymap/filters \
+  && cp -r "$SRC/kernels" /tmp/pkg/pymap/kernels
 export PYTHONPATH=/tmp/site:/tmp/pkg CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PYTHONUNBUFFERED=1
 python3 scripts/gpu/register.py /tmp/site >/dev/null
 # byte-compile what was unpacked, as pip does at install: else every process (each Dask worker too)
@@ -210,6 +212,19 @@ print(f'import numba {t1 - t0:.2f} s, numba.cuda {t2 - t1:.2f} s, context {t3 - 
       -t "$(nproc)" --workers ${DASK_WORKERS:-1,2,4,8,16} --repeats 1 --batch-size 20000 --workdir /tmp/map/dask \
       --md "$OUT/dask.md" --json "$OUT/dask.json" 2> "$OUT/dask.log"; cat "$OUT/dask.md"
     grep -h "note: dask" /tmp/map/dask/dask_local*.log | tee -a "$OUT/dask.md" ;;
+  daskab)
+    # Dask settings A/B: `--dask local:DASK_N` (default 16) on MAP_READS reads, whole runs alternated
+    # without and with the environment AB_ENV (e.g. "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL=1s"), AB_RUNS each
+    ecoli_reads && python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
+    for i in $(seq ${AB_RUNS:-3}); do
+      for ab in A B; do
+        envs=""; [ $ab = B ] && envs="$AB_ENV"
+        t0=$(date +%s.%N)
+        env $envs CUDA_VISIBLE_DEVICES= python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq \
+          --dask local:${DASK_N:-16} --no-progress -o /tmp/map/ab.sam 2> /tmp/map/ab.err
+        echo "$ab $(python3 -c "import time; print(round(time.time() - $t0, 2))") s: $(grep -o 'first chunk back.*' /tmp/map/ab.err | sed 's/ (chunks.*//')" | tee -a "$OUT/daskab.txt"
+      done
+    done ;;
   daskprof)
     ecoli_reads
     python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
