@@ -15,7 +15,7 @@ from numba import config as numba_config
 from numba import njit
 
 from pymap.kernels import affine as cpu
-from pymap.kernels.cuda_support import cuda, kernel_callable, launch, on_gpus, resident, scratch_slot, thread_scratch
+from pymap.kernels.cuda_support import cuda, kernel_callable, on_gpus, resident, scratch_slot, thread_scratch
 from pymap.kernels.threads import tally
 
 #: CIGAR ops kept per candidate on the device
@@ -97,7 +97,7 @@ def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_s
             tpb = min(nt, THREADS_PER_BLOCK)
             ev0, ev1 = cuda.event(), cuda.event()
             ev0.record(stream)
-            launch(_k_align, nt // tpb, tpb, stream, *d_reads, *d, d_p, *scratch, d_res, d_cig, traceback)
+            _k_align[nt // tpb, tpb, stream](*d_reads, *d, d_p, *scratch, d_res, d_cig, traceback)
             ev1.record(stream)
             res = d_res.copy_to_host(stream=stream)
             slots = d_cig.copy_to_host(stream=stream) if traceback else None

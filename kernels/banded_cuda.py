@@ -11,7 +11,7 @@ import numpy as np
 from numba import config as numba_config
 
 from pymap.kernels import banded as cpu
-from pymap.kernels.cuda_support import cuda, kernel_callable, launch, on_gpus, resident, scratch_slot, thread_scratch
+from pymap.kernels.cuda_support import cuda, kernel_callable, on_gpus, resident, scratch_slot, thread_scratch
 from pymap.kernels.threads import tally
 
 THREADS_PER_BLOCK = 128
@@ -82,7 +82,7 @@ def banded_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand,
             tpb = min(nt, THREADS_PER_BLOCK)
             ev0, ev1 = cuda.event(), cuda.event()
             ev0.record(stream)
-            launch(_k_extend, nt // tpb, tpb, stream, *d_reads, *d, *scratch, d_bound, d_res, d_cig, traceback)
+            _k_extend[nt // tpb, tpb, stream](*d_reads, *d, *scratch, d_bound, d_res, d_cig, traceback)
             ev1.record(stream)
             res = d_res.copy_to_host(stream=stream)
             cig = d_cig.copy_to_host(stream=stream) if traceback else None

@@ -91,18 +91,6 @@ def scratch_slot(tag):
         pool.put(slot)
 
 
-_LAUNCH_LOCK = threading.Lock()
-
-
-def launch(kernel, blocks, threads, stream, *args):
-    """kernel[blocks, threads, stream](*args) (device arrays and scalars), one launch at a time in
-    this process. A launch only queues the kernel, but the first one of each kernel and signature on
-    a GPU loads its module, which Numba does not guard: two threads at once failed ("key already in
-    dictionary") once launches of a stage could run side by side (scratch_slot)."""
-    with _LAUNCH_LOCK:
-        kernel[blocks, threads, stream](*args)
-
-
 def thread_scratch(tag, specs, nt):
     """Per-thread scratch for a kernel of nt threads: for each (shape, dtype) of specs an array of
     shape + (nt,), thread-minor (the threads of a warp touching one element touch adjacent ones),
@@ -261,7 +249,7 @@ def fetch_rows(d_src, counts, width, stream):
     d_dst = cuda.device_array(total, d_src.dtype, stream=stream)
     tpb = 32 if _simulator() else 256
     blocks = max(1, min(1024, -(-counts.shape[0] // tpb)))
-    launch(_k_gather_rows, blocks, tpb, stream, d_src, width, d_first, d_count, d_dst)
+    _k_gather_rows[blocks, tpb, stream](d_src, width, d_first, d_count, d_dst)
     return d_dst.copy_to_host(stream=stream)
 
 
@@ -279,5 +267,5 @@ def replace_rows(counts, values, rows, sub_counts, sub_values):
     return new_counts, tuple(np.concatenate([v[kept], s])[order] for v, s in zip(values, sub_values))
 
 
-__all__ = ["batch_on_gpu", "cuda", "cuda_available", "fetch_rows", "gpu_count", "kernel_callable", "launch",
+__all__ = ["batch_on_gpu", "cuda", "cuda_available", "fetch_rows", "gpu_count", "kernel_callable",
            "note_gpu", "on_gpus", "pinned_gpu", "replace_rows", "resident", "scratch_slot", "thread_scratch"]

@@ -9,8 +9,8 @@ import numpy as np
 from numba import config as numba_config
 
 from pymap.kernels import minimizer_index as cpu
-from pymap.kernels.cuda_support import (cuda, fetch_rows, kernel_callable, launch, on_gpus, replace_rows,
-                                        resident, scratch_slot, thread_scratch)
+from pymap.kernels.cuda_support import (cuda, fetch_rows, kernel_callable, on_gpus, replace_rows, resident,
+                                        scratch_slot, thread_scratch)
 from pymap.kernels.minimizers import ring_size
 from pymap.kernels.threads import tally
 
@@ -118,8 +118,8 @@ def query_batch_cuda(codes, offsets, max_edits, m, w, rule, order, max_occ, min_
             d_over = cuda.to_device(np.zeros(k, np.uint8), stream=stream)
             ev0, ev1 = cuda.event(), cuda.event()
             ev0.record(stream)
-            launch(_k_query, nt // tpb, tpb, stream, d_codes, *d_in, m, w, rule, order, low_bits, flag, max_occ,
-                   min_hits, float(min_frac), max_cands, *d_table, *scratch, *d_out, d_over)
+            _k_query[nt // tpb, tpb, stream](d_codes, *d_in, m, w, rule, order, low_bits, flag, max_occ, min_hits,
+                                             float(min_frac), max_cands, *d_table, *scratch, *d_out, d_over)
             ev1.record(stream)
             for j in range(2, 6):
                 d_out[j].copy_to_host(out[j][lo:hi], stream=stream)

@@ -13,8 +13,8 @@ from numba import config as numba_config
 
 from pymap.kernels import diagonal_clusters as dc
 from pymap.kernels import nbindex_query as cpu
-from pymap.kernels.cuda_support import (cuda, fetch_rows, kernel_callable, launch, on_gpus, replace_rows,
-                                        resident, scratch_slot, thread_scratch)
+from pymap.kernels.cuda_support import (cuda, fetch_rows, kernel_callable, on_gpus, replace_rows, resident,
+                                        scratch_slot, thread_scratch)
 from pymap.kernels.threads import tally
 
 #: hits one read strand may have on the device (more: the read is seeded on the CPU)
@@ -104,8 +104,8 @@ def query_batch_cuda(codes, rc_codes, offsets, max_edits, care, span, ln, step, 
             d_over = cuda.to_device(np.zeros(m, np.uint8), stream=stream)
             ev0, ev1 = cuda.event(), cuda.event()
             ev0.record(stream)
-            launch(_k_query, nt // tpb, tpb, stream, *d_reads, *d_in, span, ln, e_nb, max_occ, max_cands, min_hits,
-                   *d_index, *scratch, d_pos, d_cnt, d_over)
+            _k_query[nt // tpb, tpb, stream](*d_reads, *d_in, span, ln, e_nb, max_occ, max_cands, min_hits,
+                                             *d_index, *scratch, d_pos, d_cnt, d_over)
             ev1.record(stream)
             d_cnt.copy_to_host(counts[2 * lo:2 * hi], stream=stream)
             d_over.copy_to_host(over[lo:hi], stream=stream)
