@@ -15,7 +15,7 @@ from numba import config as numba_config
 from numba import njit
 
 from pymap.kernels import affine as cpu
-from pymap.kernels.cuda_support import cuda, kernel_callable, on_gpus, resident, scratch_slot, thread_scratch
+from pymap.kernels.cuda_support import cuda, gpu_lock, kernel_callable, on_gpus, resident, thread_scratch
 from pymap.kernels.threads import tally
 
 #: CIGAR ops kept per candidate on the device
@@ -85,7 +85,7 @@ def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_s
     def part(lo, hi):                              # candidates lo..hi-1 on the current GPU
         m = hi - lo
         nt = _threads(m, maxl, maxb)
-        with scratch_slot("affine"):
+        with gpu_lock("affine"):                   # one scratch per GPU
             stream = cuda.stream()
             d_reads = [resident(a) for a in args[:4]]   # a batch's reads serve all its extender calls
             d = [cuda.to_device(np.ascontiguousarray(a[lo:hi]), stream=stream) for a in args[4:] + (c_min,)]

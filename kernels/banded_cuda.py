@@ -11,7 +11,7 @@ import numpy as np
 from numba import config as numba_config
 
 from pymap.kernels import banded as cpu
-from pymap.kernels.cuda_support import cuda, kernel_callable, on_gpus, resident, scratch_slot, thread_scratch
+from pymap.kernels.cuda_support import cuda, gpu_lock, kernel_callable, on_gpus, resident, thread_scratch
 from pymap.kernels.threads import tally
 
 THREADS_PER_BLOCK = 128
@@ -71,7 +71,7 @@ def banded_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand,
         nt = _threads(m, maxl, nwm, nbm)
         bound = np.zeros(m + 1, np.int64)
         np.cumsum(slots[lo:hi], out=bound[1:])
-        with scratch_slot("banded"):
+        with gpu_lock("banded"):                   # one scratch per GPU
             stream = cuda.stream()
             d_reads = [resident(a) for a in args[:4]]
             d = [cuda.to_device(np.ascontiguousarray(a[lo:hi]), stream=stream) for a in args[4:]]

@@ -6,7 +6,6 @@ numba-cuda 0.30 still calls `np.row_stack`, which NumPy 2.4 removed (it was an a
 import atexit
 import contextlib
 import gc
-import queue
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -51,57 +50,16 @@ def resident(host):
 
 
 _SCRATCH = {}
-#: launches of one stage that may run at once on a GPU (batches side by side), each with a scratch
-#: and a stream of its own; a GPU with less memory than SLOT_MIN_BYTES keeps one
-SCRATCH_SLOTS = 3
-SLOT_MIN_BYTES = 40 << 30
-_SLOTS = {}
-_SLOTS_GUARD = threading.Lock()
-_SLOT_OF = threading.local()
-
-
-def _slot_count():
-    if _simulator():
-        return SCRATCH_SLOTS
-    try:
-        total = cuda.current_context().get_memory_info()[1]
-    except Exception:     # noqa: BLE001
-        return 1
-    return SCRATCH_SLOTS if total >= SLOT_MIN_BYTES else 1
-
-
-@contextlib.contextmanager
-def scratch_slot(tag):
-    """Hold one of the current GPU's scratch slots of stage `tag` while a launch uses its scratch
-    (thread_scratch). Up to SCRATCH_SLOTS launches of a stage run at once on a GPU: one scratch
-    per GPU made the batches side by side wait for each other's copies, kernels and syncs."""
-    key = (tag, getattr(cuda.get_current_device(), "id", 0))
-    with _SLOTS_GUARD:
-        pool = _SLOTS.get(key)
-        if pool is None:
-            pool = _SLOTS[key] = queue.SimpleQueue()
-            for slot in range(_slot_count()):
-                pool.put(slot)
-    slot = pool.get()
-    setattr(_SLOT_OF, tag, slot)
-    try:
-        yield slot
-    finally:
-        setattr(_SLOT_OF, tag, None)
-        pool.put(slot)
 
 
 def thread_scratch(tag, specs, nt):
     """Per-thread scratch for a kernel of nt threads: for each (shape, dtype) of specs an array of
     shape + (nt,), thread-minor (the threads of a warp touching one element touch adjacent ones),
-    cut from device buffers kept per (tag, GPU, slot) and grown as needed: allocating them per
-    launch (up to a GB) cost more than the kernels. The caller holds the slot (scratch_slot)."""
-    slot = getattr(_SLOT_OF, tag, None)
-    if slot is None:
-        raise RuntimeError(f"thread_scratch({tag!r}) outside scratch_slot({tag!r})")
+    cut from device buffers kept per (tag, GPU) and grown as needed: allocating them per launch
+    (up to a GB) cost more than the kernels. Callers hold a lock per tag while they use them."""
     gpu = getattr(cuda.get_current_device(), "id", 0)
     _release_at_exit()
-    bufs = _SCRATCH.setdefault((tag, gpu, slot), [None] * len(specs))
+    bufs = _SCRATCH.setdefault((tag, gpu), [None] * len(specs))
     out = []
     for k, (shape, dtype) in enumerate(specs):
         shape = tuple(int(x) for x in shape) + (int(nt),)
@@ -179,6 +137,18 @@ def gpu_count():
 def _simulator():
     from numba import config
     return bool(config.ENABLE_CUDASIM)
+
+
+_LOCKS = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def gpu_lock(tag):
+    """The lock of (tag, current GPU): one kernel launch of a stage at a time per GPU, as its
+    scratch (thread_scratch) is shared."""
+    key = (tag, getattr(cuda.get_current_device(), "id", 0))
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(key, threading.Lock())
 
 
 _PINNED = threading.local()
@@ -267,5 +237,5 @@ def replace_rows(counts, values, rows, sub_counts, sub_values):
     return new_counts, tuple(np.concatenate([v[kept], s])[order] for v, s in zip(values, sub_values))
 
 
-__all__ = ["batch_on_gpu", "cuda", "cuda_available", "fetch_rows", "gpu_count", "kernel_callable",
-           "note_gpu", "on_gpus", "pinned_gpu", "replace_rows", "resident", "scratch_slot", "thread_scratch"]
+__all__ = ["batch_on_gpu", "cuda", "cuda_available", "fetch_rows", "gpu_count", "gpu_lock", "kernel_callable",
+           "note_gpu", "on_gpus", "pinned_gpu", "replace_rows", "resident", "thread_scratch"]

@@ -9,8 +9,8 @@ import numpy as np
 from numba import config as numba_config
 
 from pymap.kernels import minimizer_index as cpu
-from pymap.kernels.cuda_support import (cuda, fetch_rows, kernel_callable, on_gpus, replace_rows, resident,
-                                        scratch_slot, thread_scratch)
+from pymap.kernels.cuda_support import (cuda, fetch_rows, gpu_lock, kernel_callable, on_gpus, replace_rows, resident,
+                                        thread_scratch)
 from pymap.kernels.minimizers import ring_size
 from pymap.kernels.threads import tally
 
@@ -100,7 +100,7 @@ def query_batch_cuda(codes, offsets, max_edits, m, w, rule, order, max_occ, min_
         k = hi - lo
         nt = 32 if numba_config.ENABLE_CUDASIM else min(MAX_THREADS, -(-k // THREADS_PER_BLOCK) * THREADS_PER_BLOCK)
         tpb = min(nt, THREADS_PER_BLOCK)
-        with scratch_slot("minimizer"):
+        with gpu_lock("minimizer"):                # one scratch per GPU
             stream = cuda.stream()
             d_table = [resident(a[name]) for name in ("bucket", "keys", "val", "val_hi", "multi", "multi_hi")]
             d_codes = resident(codes)

@@ -224,8 +224,7 @@ def test_lazy_reference_reaches_the_gpu_whole(where):
 
 def compare_mapping(n_reads, paired, seeder="neighborhood", lazy=False, report_all=False):
     """`--device gpu` against `--device cpu` on the bundled lambda example (the first n_reads reads;
-    paired: read pairs made from them), three batches side by side (their launches share the GPU's
-    scratch slots): the same records, and the summary names the GPU stages.
+    paired: read pairs made from them): the same records, and the summary names the GPU stages.
     lazy: the reference decoded from its index on demand, as a large genome's (the GPU copy decodes it all).
     report_all: --all, every location within e (the edit-distance extender)."""
     import gzip
@@ -256,8 +255,8 @@ def compare_mapping(n_reads, paired, seeder="neighborhood", lazy=False, report_a
     for device in ("cpu", "gpu"):
         out_path = tmp / f"{device}.sam"
         stats[device] = api.align(str(tmp / "lambda.fa"), str(tmp / "r1.fq"), str(out_path), mates_path=mates,
-                                  options=AlignOptions(device=device, threads=2, batch_size=47, batches=3,
-                                                       progress=False, seeder=seeder, report_all=report_all),
+                                  options=AlignOptions(device=device, threads=2, batch_size=97, progress=False,
+                                                       seeder=seeder, report_all=report_all),
                                   summary=False)
         sams[device] = [x for x in out_path.read_text().splitlines() if not x.startswith("@PG")]
     return {"same": sams["cpu"] == sams["gpu"], "records": len(sams["cpu"]),
@@ -275,51 +274,6 @@ def test_mapping_on_gpu_equals_cpu(where, paired, seeder, lazy, report_all):
                     report_all)
     assert res["same"] and res["records"] > 150
     assert res["on_gpu"] == ["seed", "filter", "extend"] and res["on_cpu"] == []
-
-
-def scratch_slots():
-    """scratch_slot: SCRATCH_SLOTS holders at once, each with scratch of its own, the next one
-    waiting for a slot; thread_scratch outside a slot refused."""
-    import threading
-    from pymap.kernels import cuda_support as cs
-    n = cs.SCRATCH_SLOTS
-    inside, go, done = threading.Barrier(n + 1), threading.Event(), []
-    ptrs = []
-
-    def hold():
-        with cs.scratch_slot("t"):
-            a = cs.thread_scratch("t", [((4,), np.int32)], 8)[0]
-            host = getattr(a, "_ary", None)           # the simulator's array holds a NumPy one
-            ptrs.append(host.__array_interface__["data"][0] if host is not None
-                        else a.__cuda_array_interface__["data"][0])
-            inside.wait()
-            go.wait()
-
-    holders = [threading.Thread(target=hold) for _ in range(n)]
-    for t in holders:
-        t.start()
-    inside.wait()                          # all n hold a slot
-    late = threading.Thread(target=lambda: (cs.scratch_slot("t").__enter__(), done.append(1)))
-    late.start()
-    late.join(0.5)
-    waited = not done                       # no slot free
-    go.set()
-    for t in holders:
-        t.join()
-    late.join(5)
-    try:
-        cs.thread_scratch("t", [((4,), np.int32)], 8)
-        refused = False
-    except RuntimeError:
-        refused = True
-    return {"slots": n, "distinct": len(set(ptrs)), "waited": waited, "then_got_one": bool(done),
-            "refused": refused}
-
-
-def test_scratch_slots_let_launches_of_a_stage_run_side_by_side():
-    res = run_check("scratch_slots", "simulator")
-    assert res["slots"] > 1 and res["distinct"] == res["slots"]
-    assert res["waited"] and res["then_got_one"] and res["refused"]
 
 
 def test_device_option_reaches_every_stage_that_has_one(tmp_path):
