@@ -224,7 +224,8 @@ def test_lazy_reference_reaches_the_gpu_whole(where):
 
 def compare_mapping(n_reads, paired, seeder="neighborhood", lazy=False, report_all=False):
     """`--device gpu` against `--device cpu` on the bundled lambda example (the first n_reads reads;
-    paired: read pairs made from them): the same records, and the summary names the GPU stages.
+    paired: read pairs made from them), three batches side by side: the same records, and the
+    summary names the GPU stages.
     lazy: the reference decoded from its index on demand, as a large genome's (the GPU copy decodes it all).
     report_all: --all, every location within e (the edit-distance extender)."""
     import gzip
@@ -255,8 +256,8 @@ def compare_mapping(n_reads, paired, seeder="neighborhood", lazy=False, report_a
     for device in ("cpu", "gpu"):
         out_path = tmp / f"{device}.sam"
         stats[device] = api.align(str(tmp / "lambda.fa"), str(tmp / "r1.fq"), str(out_path), mates_path=mates,
-                                  options=AlignOptions(device=device, threads=2, batch_size=97, progress=False,
-                                                       seeder=seeder, report_all=report_all),
+                                  options=AlignOptions(device=device, threads=2, batch_size=47, batches=3,
+                                                       progress=False, seeder=seeder, report_all=report_all),
                                   summary=False)
         sams[device] = [x for x in out_path.read_text().splitlines() if not x.startswith("@PG")]
     return {"same": sams["cpu"] == sams["gpu"], "records": len(sams["cpu"]),
