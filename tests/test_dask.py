@@ -144,8 +144,7 @@ def test_bam_and_stdout_from_part_files(client, plain, tmp_path):
     _align(tmp_path / "dask.bam", plain, dask=client, batch_size=150)
     assert _body(tmp_path / "dask.bam") == _body(tmp_path / "one.sam")
     res = subprocess.run([sys.executable, "-m", "pymap.cli", "align", REF, plain, "--dask", client.scheduler.address,
-                          "--batch-size",
-                          "150", "--no-progress", "-o", "-"], capture_output=True, check=True)
+                          "--batch-size", "150", "--no-progress", "-o", "-"], capture_output=True, check=True)
     (tmp_path / "stdout.sam").write_bytes(res.stdout)
     assert _body(tmp_path / "stdout.sam") == _body(tmp_path / "one.sam")
     assert sorted(os.listdir(tmp_path)) == ["dask.bam", "one.sam", "stdout.sam"]
