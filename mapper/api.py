@@ -285,7 +285,7 @@ class LocalRun:
         if mates_path is not None or opt.interleaved:
             from pymap.mates import read_mate_batches
             batches = ahead(read_mate_batches(reads_path, mates_path, opt.pairs_per_batch))
-            self.model, batches = insert_model(pipe, batches, opt)
+            self.model, batches = insert_model(pipe, batches, opt, side_by_side)
 
             def mapped(b):
                 return pipe.map_pairs(b[0], b[1], self.model, b[2])
@@ -320,32 +320,40 @@ def spread_over_gpus(map_one):
     return mapped
 
 
-def insert_model(pipe, batches, options):
+def insert_model(pipe, batches, options, side_by_side=1):
     """(InsertModel, the batches again as (r1, r2, hits or None)): options.insert_size when given,
     else learned from the first MODEL_PAIRS pairs whatever the batch size (their hits are kept and
-    mapped, not computed twice). Only those pairs are mapped before the model exists, one batch at a
-    time: the rest of a larger batch (on a GPU, 100,000 pairs) goes on as a batch of its own, mapped
-    side by side with the next ones."""
+    mapped, not computed twice). Only those pairs are needed before the model exists: the rest of a
+    larger batch (on a GPU, 100,000 pairs) goes on as a batch of its own. Up to side_by_side batches'
+    hits are computed at once (they need no model), the next batches' beside the model's, so that
+    mapping does not wait for the model alone."""
     import itertools
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
 
     from pymap import insert
     from pymap.reads import batch_slice
     rest = ((r1, r2, None) for r1, r2 in batches)
     if options.insert_size is not None:
         return options.insert_size, rest
-    held, seen, inserts = [], 0, []
-    for r1, r2, _ in rest:
-        need = insert.MODEL_PAIRS - seen
-        if len(r1) > need:
-            tail = (batch_slice(r1, need, len(r1)), batch_slice(r2, need, len(r2)), None)
-            r1, r2 = batch_slice(r1, 0, need), batch_slice(r2, 0, need)
-            rest = itertools.chain([tail], rest)
-        h = pipe.pair_hits_of(r1, r2)
-        held.append((r1, r2, h))
-        inserts.append(pipe.pair_inserts(h, len(r1)))
-        seen += len(r1)
-        if seen >= insert.MODEL_PAIRS:
-            break
+    held, seen, parts = deque(), 0, 0
+    with ThreadPoolExecutor(max(1, side_by_side)) as pool:
+        while seen < insert.MODEL_PAIRS or len(held) < side_by_side:
+            item = next(rest, None)
+            if item is None:
+                break
+            r1, r2, _ = item
+            need = insert.MODEL_PAIRS - seen
+            if 0 < need < len(r1):
+                rest = itertools.chain([(batch_slice(r1, need, len(r1)), batch_slice(r2, need, len(r2)), None)],
+                                       rest)
+                r1, r2 = batch_slice(r1, 0, need), batch_slice(r2, 0, need)
+            held.append((r1, r2, pool.submit(pipe.pair_hits_of, r1, r2)))
+            if need > 0:
+                parts += 1
+                seen += len(r1)
+        held = [(r1, r2, h.result()) for r1, r2, h in held]
+    inserts = [pipe.pair_inserts(h, len(r1)) for r1, r2, h in held[:parts]]
     return insert.learn(np.concatenate(inserts) if inserts else []), itertools.chain(held, rest)
 
 

@@ -123,22 +123,31 @@ def test_interleaved_threads_and_batches_give_the_same_output(data, tmp_path):
     assert counts[0] == counts[1] and counts[0]["proper_pairs"] > 0
 
 
-def test_model_pairs_mapped_alone_are_only_those_needed(data, tmp_path, monkeypatch):
-    """Before the insert-size model exists only its MODEL_PAIRS pairs are mapped; the rest of a larger
-    batch is mapped with the others. Same records and model as batches that end there."""
+def test_model_pairs_mapped_beside_the_next_batch(data, tmp_path, monkeypatch):
+    """The insert-size model waits only for its MODEL_PAIRS pairs; the rest of a larger batch goes on
+    as a batch of its own, and with batches side by side its hits are computed beside the model's,
+    before the model exists. Every pair's hits are computed once; same records and model as batches
+    that end there."""
     from pymap.pipeline import Pipeline
     ref, r1, r2, _, _ = data
     monkeypatch.setattr(insert, "MODEL_PAIRS", 40)
-    sizes = []
-    hits_of = Pipeline.pair_hits_of
+    sizes, at_learn = [], []
+    hits_of, learn = Pipeline.pair_hits_of, insert.learn
     monkeypatch.setattr(Pipeline, "pair_hits_of", lambda self, a, b: sizes.append(len(a)) or hits_of(self, a, b))
-    _, big = run(ref, r1, r2, tmp_path / "big.sam", threads=2, batch_size=200)     # 100 pairs a batch
-    assert sizes == [40, 60, 100, 100]          # the model's 40 alone, then the rest of batch 1
+    monkeypatch.setattr(insert, "learn", lambda sample: at_learn.append(sorted(sizes)) or learn(sample))
+    _, big = run(ref, r1, r2, tmp_path / "big.sam", threads=2, batches=2, batch_size=200)   # 100 pairs a batch
+    assert at_learn == [[40, 60]]               # the model's 40 and the rest of batch 1, side by side
+    assert sorted(sizes) == [40, 60, 100, 100]
     sizes.clear()
-    _, small = run(ref, r1, r2, tmp_path / "small.sam", threads=2, batch_size=30)  # 15 pairs a batch
-    assert sizes[:4] == [15, 15, 10, 5] and sum(sizes) == 300
+    at_learn.clear()
+    _, one = run(ref, r1, r2, tmp_path / "one.sam", threads=2, batches=1, batch_size=200)
+    assert at_learn == [[40]] and sizes == [40, 60, 100, 100]
+    sizes.clear()
+    at_learn.clear()
+    _, small = run(ref, r1, r2, tmp_path / "small.sam", threads=2, batches=2, batch_size=30)  # 15 pairs a batch
+    assert at_learn == [[10, 15, 15]] and sizes[3] == 5 and sum(sizes) == 300
     body = lambda t: [l for l in t.splitlines() if not l.startswith("@PG")]   # noqa: E731
-    assert body(big) == body(small)
+    assert body(big) == body(small) == body(one)
 
 
 def test_insert_size_model(data, tmp_path, capsys):
