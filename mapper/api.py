@@ -328,7 +328,6 @@ def insert_model(pipe, batches, options, side_by_side=1):
     hits are computed at once (they need no model), the next batches' beside the model's, so that
     mapping does not wait for the model alone."""
     import itertools
-    from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
     from pymap import insert
@@ -336,7 +335,7 @@ def insert_model(pipe, batches, options, side_by_side=1):
     rest = ((r1, r2, None) for r1, r2 in batches)
     if options.insert_size is not None:
         return options.insert_size, rest
-    held, seen, parts = deque(), 0, 0
+    held, seen, parts = [], 0, 0
     with ThreadPoolExecutor(max(1, side_by_side)) as pool:
         while seen < insert.MODEL_PAIRS or len(held) < side_by_side:
             item = next(rest, None)
