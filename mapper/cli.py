@@ -206,6 +206,9 @@ def _output(path):
 
 
 def run(args, argv):
+    if args.command == "align" and args.dask:
+        from pymap.distributed import start_local_server
+        start_local_server(args.dask)       # it imports pymap while this process does
     jitcache.numba_without_scipy()
     if args.command == "count":
         _count(args)

@@ -57,12 +57,10 @@ def connect(spec):
     if not isinstance(spec, str) or not spec:
         raise UsageError(f"--dask must be local:N or a scheduler address, got {spec!r}")
     if is_local(spec):
-        n = spec.partition(":")[2] or str(os.cpu_count() or 1)
-        if not n.isdigit() or int(n) < 1:
-            raise UsageError(f"--dask local:N needs a number of workers >= 1, got {spec!r}")
+        n = _local_workers(spec)
         import dask
         with dask.config.set({**LOCAL_CLUSTER_CONFIG, **_fork_workers()}):
-            cluster = LocalCluster(n_workers=int(n), threads_per_worker=1, processes=True,
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                    dashboard_address=":0", preload=["pymap.distributed"])
         client = Client(cluster)
         return client, [client, cluster]
@@ -80,6 +78,14 @@ def is_local(spec):
     return isinstance(spec, str) and (spec == "local" or spec.startswith("local:"))
 
 
+def _local_workers(spec):
+    """N of "local:N" (all CPUs for "local"); UsageError when it is not a number >= 1."""
+    n = spec.partition(":")[2] or str(os.cpu_count() or 1)
+    if not n.isdigit() or int(n) < 1:
+        raise UsageError(f"--dask local:N needs a number of workers >= 1, got {spec!r}")
+    return int(n)
+
+
 def _fork_workers():
     """Dask settings that fork local workers from one server process that has imported the mapper
     (multiprocessing's forkserver, where the platform has one) rather than start each anew to import
@@ -95,6 +101,20 @@ def _fork_workers():
     # ours instead; no effect once this process's server runs (an earlier local cluster)
     ctx.set_forkserver_preload(["distributed", "numpy", "pymap.api", "pymap.distributed", "pymap.worker_preload"])
     return method
+
+
+def start_local_server(spec):
+    """For `--dask local:N`: start the server process that forks the workers now (_fork_workers), so
+    that it imports pymap and warms Numba while this process starts; connect() starts it otherwise."""
+    if is_local(spec):
+        _local_workers(spec)                    # a bad spec fails here, before anything starts
+        try:
+            method = _fork_workers()
+        except ImportError:
+            return                              # no Dask: connect() says so
+        if method:
+            import multiprocessing.forkserver
+            multiprocessing.forkserver.ensure_running()
 
 
 def dask_setup(worker):
