@@ -208,6 +208,38 @@ def test_cli_align_example(tmp_path):
     assert "2000 reads" in res.stderr
 
 
+def test_mapping_makes_no_cyclic_garbage(tmp_path):
+    """`pymap align` maps with Python's cycle collector off (cli.main): a run, after a first one, must
+    leave no garbage that only the collector frees: single reads in 40 batches, sorted BAM, pairs."""
+    import gc
+    import gzip
+    ref, reads = "examples/lambda.fa", "examples/reads.fq.gz"
+    lines = gzip.open(reads, "rt").read().splitlines(keepends=True)
+    (tmp_path / "r1.fq").write_text("".join(lines[:2000]))
+    mates = []
+    for i in range(0, 2000, 4):                # mate 2: the reverse complement of read 1's last 60 bases
+        mates += [lines[i], revcomp(lines[i + 1].strip()[-60:]) + "\n", "+\n", "I" * 60 + "\n"]
+    (tmp_path / "r2.fq").write_text("".join(mates))
+
+    def runs():
+        opts = dict(threads=2, progress=False, batch_size=50)
+        api.align(ref, reads, out=str(tmp_path / "a.sam"), options=AlignOptions(**opts), summary=False)
+        api.align(ref, reads, out=str(tmp_path / "a.bam"), options=AlignOptions(sort=True, **opts), summary=False)
+        api.align(ref, str(tmp_path / "r1.fq"), out=str(tmp_path / "p.sam"), mates_path=str(tmp_path / "r2.fq"),
+                  options=AlignOptions(**opts), summary=False)
+
+    runs()                                     # kernels loaded, caches filled
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        runs()
+        assert gc.collect() < 10               # fewer than one object in ten batches
+    finally:
+        if was:
+            gc.enable()
+
+
 def _one_read_ref(tmp_path, rng, read_fn):
     seq = "".join(rng.choice(list("ACGT"), 6000))
     (tmp_path / "r.fa").write_text(">c\n" + seq + "\n")
