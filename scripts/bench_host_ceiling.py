@@ -120,7 +120,8 @@ def main():
         for n in (int(x) for x in args.procs.split(",")):
             secs = together(kind, n, args)
             mean = sum(secs) / n
-            alone = alone if alone is not None else (mean if n == 1 else None)
+            if n == 1:
+                alone = mean
             eff = f"{alone / mean:.3f}" if alone else ""
             print(f"| {kind} | {n} | {mean:.2f}, {max(secs):.2f} | {eff} |", flush=True)
 

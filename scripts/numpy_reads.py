@@ -1,8 +1,9 @@
 #!/usr/bin/env python
-"""Simulate single-end reads, or FR pairs (`--pairs R2.fq`), with NumPy only, for machines without Mason
-or dwgsim (the lent GPU machines): uniform start positions on every contig, either strand, per-base
-substitution and insertion/deletion rates; pairs from fragments of normal insert size. The truth goes into the read name, `r{i}_{contig}_{pos1}_{strand}_{edits}`
-(pos1 = 1-based leftmost reference base, strand + or -), so `--check SAM` can score a pymap run:
+"""Simulate single-end reads, or FR pairs (`--pairs R2.fq`), with NumPy only, for machines without
+Mason or dwgsim (the lent GPU machines): uniform start positions on every contig, either strand,
+per-base substitution and insertion/deletion rates; pairs from fragments of normal insert size. The
+truth goes into the read name, `r{i}_{contig}_{pos1}_{strand}_{edits}` (pos1 = 1-based leftmost
+reference base, strand + or -), so `--check SAM` can score a pymap run:
 
     python scripts/numpy_reads.py REF.fa.gz -n 2000000 -L 100 --seed 1 -o reads.fq
     python scripts/numpy_reads.py --check out.sam       # correct = contig, strand, start within 10 bp
@@ -38,23 +39,29 @@ def read_fasta(path):
     return names, [np.frombuffer(s, np.uint8) for s in seqs]
 
 
-def _windows(seqs, m, span, rng):
-    """(genome, contig offsets, contig of each window, genome start of each window): m windows of
-    span bases without N, uniform over the contigs long enough."""
+def _layout(seqs):
+    """(genome: the contigs concatenated, contig offsets, N count before each position), made once."""
     genome = np.concatenate(seqs)
     offsets = np.zeros(len(seqs) + 1, np.int64)
     np.cumsum([len(s) for s in seqs], out=offsets[1:])
     nprefix = np.zeros(genome.size + 1, np.int64)
     np.cumsum(genome == ord("N"), out=nprefix[1:])
+    return genome, offsets, nprefix
+
+
+def _windows(layout, m, span, rng):
+    """(contig of each window, genome start of each window): m windows of span bases without N,
+    uniform over the contigs long enough."""
+    _, offsets, nprefix = layout
     weights = np.maximum(np.diff(offsets) - span, 0).astype(float)
-    ctg = rng.choice(len(seqs), m, p=weights / weights.sum())
+    ctg = rng.choice(len(weights), m, p=weights / weights.sum())
     start = np.zeros(m, np.int64)
     todo = np.arange(m)
     while todo.size:                       # redraw windows that touch an N
         lo = offsets[ctg[todo]]
         start[todo] = lo + (rng.random(todo.size) * (weights[ctg[todo]])).astype(np.int64)
         todo = todo[nprefix[start[todo] + span] != nprefix[start[todo]]]
-    return genome, offsets, ctg, start
+    return ctg, start
 
 
 def _sequence(genome, start, length, sub, indel, rng):
@@ -91,9 +98,11 @@ def simulate(names, seqs, n, length, sub, indel, rng, chunk=200000):
     """FASTQ records (bytes), made chunk by chunk with array operations only."""
     out = []
     qual = b"I" * length
+    layout = _layout(seqs)
+    genome, offsets, _ = layout
     for c0 in range(0, n, chunk):
         m = min(chunk, n - c0)
-        genome, offsets, ctg, start = _windows(seqs, m, length + 8, rng)
+        ctg, start = _windows(layout, m, length + 8, rng)
         reads, edits = _sequence(genome, start, length, sub, indel, rng)
         rev = rng.random(m) < 0.5
         reads[rev] = _revcomp(reads[rev])
@@ -113,9 +122,11 @@ def simulate_pairs(names, seqs, n, length, sub, indel, rng, insert=(400, 50), ch
     longest = int(mean + 4 * sd)
     out1, out2 = [], []
     qual = b"I" * length
+    layout = _layout(seqs)
+    genome, offsets, _ = layout
     for c0 in range(0, n, chunk):
         m = min(chunk, n - c0)
-        genome, offsets, ctg, start = _windows(seqs, m, longest + 8, rng)
+        ctg, start = _windows(layout, m, longest + 8, rng)
         size = np.clip(np.rint(rng.normal(mean, sd, m)).astype(np.int64), length, longest)
         left, e1 = _sequence(genome, start, length, sub, indel, rng)
         right, e2 = _sequence(genome, start + size - length, length, sub, indel, rng)
