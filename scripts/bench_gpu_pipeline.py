@@ -11,6 +11,9 @@ parsing and SAM formatting included; reference and index loading excluded).
     python scripts/bench_gpu_pipeline.py REF READS.fq [-t 16] [--batch-size 200000] [--repeats 2] [--batches 1,2]
 
 --batches: how many batches are mapped side by side, one row per value and device (default: pymap's).
+--timeline: for the last run of each row, when each batch's reads were parsed, when its mapping started
+and ended (on its thread) and when its SAM was written, in seconds from the run's start: which of the
+reader, the mapping or the writer the run waits for.
 """
 import argparse
 import os
@@ -29,22 +32,64 @@ def _cpu_seconds():
     return r.ru_utime + r.ru_stime
 
 
-def run_once(ref, reads, device, threads, batch_size, out_path, batches=None):
+class Timeline:
+    """Event times of one run's batches, in seconds from its start (see --timeline)."""
+
+    def __init__(self, run):
+        self.t0 = time.perf_counter()
+        self.parsed, self.mapped, self.written = [], {}, []
+        read_batches, map_batch = api.read_batches, run.pipe.map_batch
+
+        def timed_reads(*args, **kwargs):
+            for batch in read_batches(*args, **kwargs):
+                self.parsed.append(self.now())
+                yield batch
+
+        def timed_map(batch):
+            start = self.now()
+            text = map_batch(batch)
+            self.mapped[batch.first_index] = (start, self.now())
+            return text
+
+        api.read_batches, run.pipe.map_batch = timed_reads, timed_map
+        self._undo = lambda: setattr(api, "read_batches", read_batches)
+
+    def now(self):
+        return time.perf_counter() - self.t0
+
+    def report(self, label):
+        self._undo()
+        spans = [self.mapped[k] for k in sorted(self.mapped)]
+        print(f"## timeline, {label} (s from the start)")
+        print("| batch | parsed | mapping starts | ends | takes | written |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+        for i, ((a, b), p, w) in enumerate(zip(spans, self.parsed, self.written)):
+            print(f"| {i} | {p:.3f} | {a:.3f} | {b:.3f} | {b - a:.3f} | {w:.3f} |")
+        busy = sum(b - a for a, b in spans)
+        print(f"reader done at {self.parsed[-1]:.3f} s; mapping {busy:.2f} batch-seconds over "
+              f"{spans[-1][1] - spans[0][0]:.2f} s ({busy / max(spans[-1][1] - spans[0][0], 1e-9):.1f} in flight); "
+              f"last write {self.written[-1]:.3f} s")
+
+
+def run_once(ref, reads, device, threads, batch_size, out_path, batches=None, timeline=False):
     opts = AlignOptions(device=device, threads=threads, batch_size=batch_size, batches=batches,
                         progress=False).validate()
     run = api.LocalRun(ref, opts, None, False)
     header = make_header(run.reference, "bench", None)
+    tl = Timeline(run) if timeline else None
     t, cpu = time.perf_counter(), _cpu_seconds()
     with open(out_path, "wb") as out:
         for text in ahead(run.sam_batches(reads, None, header)):     # as pymap align does
             out.write(text)
+            if tl:
+                tl.written.append(tl.now())
     seconds = time.perf_counter() - t
     cpu = _cpu_seconds() - cpu
     run.close()
     timing = {f"{stage} kernel s": t.get("kernel_ms", 0.0) / 1000
               for stage, t in (("seed", getattr(run.pipe.seeder, "timing", {})),
                                ("extend", getattr(run.pipe.extender, "timing", {})))}
-    return seconds, run.stats, timing, cpu
+    return seconds, run.stats, timing, cpu, tl
 
 
 def main():
@@ -59,16 +104,20 @@ def main():
     ap.add_argument("--batches", default="", help="comma-separated batches side by side (default: pymap's)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="profile one more run per device (cProfile) and print its N costliest functions")
+    ap.add_argument("--timeline", action="store_true", help="print the batches' timeline of each row's last run")
     args = ap.parse_args()
     rows, outputs = [], {}
     runs = [(d, int(b) if b else None) for d in args.devices.split(",") for b in args.batches.split(",")]
     for device, batches in runs:
         label = device if batches is None else f"{device}, {batches} side by side"
         best = None
-        for _ in range(args.repeats):
+        for k in range(args.repeats):
             path = os.path.join(args.workdir, f"bench_{device}_{batches}.sam")
-            res = run_once(args.ref, args.reads, device, args.threads, args.batch_size, path, batches)
+            res = run_once(args.ref, args.reads, device, args.threads, args.batch_size, path, batches,
+                           timeline=args.timeline and k == args.repeats - 1)
             best = res if best is None or res[0] < best[0] else best
+        if res[4]:
+            res[4].report(label)
         outputs[label] = path
         if args.profile:
             import cProfile
@@ -77,7 +126,7 @@ def main():
             prof.runcall(run_once, args.ref, args.reads, device, args.threads, args.batch_size, path, batches)
             print(f"## profile, {label}")
             pstats.Stats(prof).sort_stats("tottime").print_stats(args.profile)
-        seconds, st, timing, cpu = best
+        seconds, st, timing, cpu, _ = best
         rows.append((label, st.reads, seconds, cpu, st.seconds, timing, st.on_gpu))
     paths = list(outputs.values())
     with open(paths[0], "rb") as a:

@@ -81,10 +81,11 @@ for step in $steps; do
     python3 scripts/numpy_reads.py --check /tmp/map/gpu.sam | tee -a "$OUT/map.txt" ;;
   gpupipe)
     # per-stage times of --device cpu and gpu in one warm process (scripts/bench_gpu_pipeline.py); BATCH
-    # (reads a batch), BATCHES (side by side, a comma list), DEVICES (default cpu,gpu)
+    # (reads a batch), BATCHES (side by side, a comma list), DEVICES (default cpu,gpu), GPUPIPE_FLAGS (more
+    # flags: --timeline)
     ecoli_reads
     python3 scripts/bench_gpu_pipeline.py /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t "$(nproc)" --batch-size ${BATCH:-200000} \
-      --repeats 2 --workdir /tmp/map --profile ${PROFILE:-0} --batches "${BATCHES:-}" --devices ${DEVICES:-cpu,gpu} 2>&1 \
+      --repeats 2 --workdir /tmp/map --profile ${PROFILE:-0} --batches "${BATCHES:-}" --devices ${DEVICES:-cpu,gpu} ${GPUPIPE_FLAGS:-} 2>&1 \
       | grep -v -i warn | tee -a "$OUT/gpupipe.md" ;;
   gpupairs)
     # FR pairs (MAP_PAIRS, default 500,000, of 150 bp) as whole `pymap align` processes, SAM to a file,
