@@ -1,18 +1,20 @@
 """Paired-end input: two mate files (R1, R2) or one interleaved file, as pairs of ReadBatch.
 
-`read_mate_batches` builds on `pymap.reads.ReadStream` (FASTQ or FASTA, plain or gzip, "-" for
-stdin) and re-chunks what it yields, so the pairing does not depend on where either file's parsed
-chunks end. Mate names are checked per batch with NumPy over the concatenated name bytes; a
-trailing "/1" on read 1 together with "/2" on read 2 is removed from both (the rest must agree),
-otherwise the two names must be identical. Errors are raised lazily, when the batch holding the
+`read_mate_batches` builds on `pymap.reads.RecordRuns` (FASTQ or FASTA, plain or gzip, "-" for
+stdin): each file is cut into runs of batch_size records, and a run of R1 and the run of R2 beside it
+are parsed and paired on one of reads.PARSE_THREADS threads. Mate names are checked per batch with
+NumPy over the concatenated name bytes; a trailing "/1" on read 1 together with "/2" on read 2 is
+removed from both (the rest must agree), otherwise the two names must be identical. Errors are raised lazily, when the batch holding the
 offending pair is assembled: every earlier pair batch has been yielded by then.
 """
 import numpy as np
 
 from pymap.batch import ReadBatch
 from pymap.errors import InputError
+from pymap import reads
 from pymap.kernels.text import gather_ranges
-from pymap.reads import ReadStream, batch_slice, empty_batch
+from pymap.kernels.threads import ordered_map
+from pymap.reads import RecordRuns, batch_slice, empty_batch, errors_as_items, raise_if_error
 
 IDENTITY = np.arange(256, dtype=np.uint8)
 _SLASH, _ONE, _TWO = ord("/"), ord("1"), ord("2")
@@ -43,14 +45,25 @@ def _label(path):
 
 
 def _two_files(path1, path2, size):
-    one, two = ReadStream(path1), ReadStream(path2)
-    done = 0  # pairs yielded so far
-    while True:
-        r1, r2 = mates_of(one.take(size), two.take(size), done, path1, path2)
+    one, two = RecordRuns(path1), RecordRuns(path2)
+
+    def runs():
+        done = 0  # pairs cut so far
+        while True:
+            a, b = one.next(size), two.next(size)
+            if a is None and b is None:
+                return
+            yield a, b, done
+            done += size
+
+    def parse(item):
+        a, b, done = raise_if_error(item)
+        return mates_of(one.parse(a, done), two.parse(b, done), done, path1, path2)
+
+    for r1, r2 in ordered_map(parse, errors_as_items(runs()), reads.PARSE_THREADS):
         if len(r1) == 0:
             return
         yield r1, r2
-        done += len(r1)
 
 
 def mates_of(r1, r2, done, path1, path2):
@@ -72,14 +85,17 @@ def mates_of(r1, r2, done, path1, path2):
 
 
 def _interleaved(path, size):
-    stream = ReadStream(path)
-    done = 0  # pairs yielded so far
-    while True:
-        r1, r2 = interleaved_mates(stream.take(2 * size), done, path)
+    records = RecordRuns(path)
+
+    def parse(item):
+        run = raise_if_error(item)
+        return interleaved_mates(records.parse(run), run[1] // 2, path)
+
+    runs = iter(lambda: records.next(2 * size), None)
+    for r1, r2 in ordered_map(parse, errors_as_items(runs), reads.PARSE_THREADS):
         if len(r1) == 0:
             return
         yield r1, r2
-        done += len(r1)
 
 
 def interleaved_mates(recs, done, path):

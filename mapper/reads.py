@@ -6,16 +6,19 @@ import zlib
 import numpy as np
 
 from pymap.kernels.encoding import ASCII_TO_CODE
-from pymap.kernels.text import first_word_ends, gather_ranges
+from pymap.kernels.threads import ordered_map
+from pymap.kernels.fastq import (BAD_HEADER, LENGTHS_DIFFER, NO_NAME, NO_PLUS, gather_records,
+                                 scan_records)
 from pymap.batch import ReadBatch
 from pymap.errors import InputError
 
-IDENTITY = np.arange(256, dtype=np.uint8)
 CHUNK_BYTES = 8 << 20
 #: the SAM specification's limit on QNAME
 MAX_NAME = 254
 #: fastq_spans reads the file this many bytes at a time
 SPAN_BYTES = 8 << 20
+#: read_batches parses this many runs of records at once
+PARSE_THREADS = 2
 
 
 def _open(path):
@@ -55,44 +58,30 @@ def _chunks(path):
 
 def read_batches(path, batch_size=20000):
     """Yield ReadBatch objects of batch_size reads (the last one fewer), whatever the size of the
-    pieces the input is read in; InputError on malformed input."""
-    stream = ReadStream(path)
-    while True:
-        batch = stream.take(batch_size)
-        if not len(batch):
-            return
-        yield batch
+    pieces the input is read in; InputError on malformed input. The file is cut into runs of
+    batch_size records on this thread and each run is parsed on one of PARSE_THREADS threads, so that
+    parsing keeps pace with mapping on many cores."""
+    records = RecordRuns(path)
+    runs = iter(lambda: records.next(batch_size), None)
+    for batch in ordered_map(lambda run: records.parse(raise_if_error(run)), errors_as_items(runs),
+                             PARSE_THREADS):
+        if len(batch):
+            yield batch
 
 
-def parsed_pieces(path):
-    """The reads of each piece of the input as it is read (CHUNK_BYTES at a time), one ReadBatch
-    each (never empty); InputError on malformed input."""
-    source = str(path)
-    first_index = 0
-    pending = b""
-    fmt = None
-    for data in _chunks(path):
-        if fmt is None:
-            stripped = data.lstrip()
-            if not stripped:
-                continue
-            fmt = _sniff(stripped, source)
-            data = stripped
-        buf = pending + data
-        if fmt == "fastq":
-            batches, pending = _parse_fastq(buf, source, first_index, final=False)
-        else:
-            batches, pending = _parse_fasta(buf, source, first_index, final=False)
-        if batches is not None and len(batches):
-            first_index += len(batches)
-            yield batches
-    if fmt is None:
-        return  # empty input: no reads
-    if pending.strip():
-        parse = _parse_fastq if fmt == "fastq" else _parse_fasta
-        batches, rest = parse(pending, source, first_index, final=True)
-        if batches is not None and len(batches):
-            yield batches
+def errors_as_items(runs):
+    """runs, an InputError in reading them handed on as the last item: raise_if_error raises it on
+    the parse thread, so that every earlier batch is yielded before the error."""
+    try:
+        yield from runs
+    except InputError as exc:
+        yield exc
+
+
+def raise_if_error(item):
+    if isinstance(item, InputError):
+        raise item
+    return item
 
 
 def fastq_spans(path, records):
@@ -137,18 +126,13 @@ def _spans(path, start, lines):
 def read_span(path, start, end, final, first_index, source):
     """The reads of bytes start..end of a plain FASTQ file (a range of fastq_spans), numbered from
     first_index; source names the file in errors."""
+    arr = np.empty(end - start, np.uint8)
     with open(path, "rb") as fh:
         fh.seek(start)
-        buf = fh.read(end - start)
-    if len(buf) != end - start:
-        raise InputError(f"{source}: the file changed while it was read")
-    if final and not buf.endswith(b"\n"):
-        buf += b"\n"
-    batch, rest = _parse_fastq(buf, source, first_index, final=False)
-    batch = batch if batch is not None else empty_batch(first_index)
-    if rest.strip():        # the file ends in less than a record: raises read_batches' error
-        _parse_fastq(rest, source, first_index + len(batch), final=True)
-    return batch
+        if fh.readinto(arr) != end - start:
+            raise InputError(f"{source}: the file changed while it was read")
+    batch, _ = _parse_fastq(arr, source, first_index, final)
+    return batch if batch is not None else empty_batch(first_index)
 
 
 def empty_batch(first_index=0):
@@ -166,38 +150,93 @@ def _sniff(data, source):
     raise InputError(f"{source}: not a FASTQ/FASTA file (first character {data[:1]!r})")
 
 
-class ReadStream:
-    """The reads of one file, handed out n at a time whatever the sizes of the parsed pieces: a
-    batch within one piece is a view of it, only one that straddles two pieces is copied."""
+class RecordRuns:
+    """A file's records as runs of n raw records (the bytes of whole records, nothing parsed yet):
+    the file is read CHUNK_BYTES at a time into one buffer per run, FASTQ cut by counting newlines (4
+    a record), FASTA before the (n + 1)-th header; parse turns a run into a ReadBatch."""
 
     def __init__(self, path):
-        self._batches = parsed_pieces(path)
-        self._pieces = []   # parsed reads not handed out yet, in order
-        self._held = 0
-        self._done = False
+        self.path, self.source = path, str(path)
+        self.fmt = None
+        self._fh = None
+        self._carry = np.empty(0, np.uint8)    # bytes read past the last run's end
+        self._size = 2 * CHUNK_BYTES            # the next run's buffer
+        self._first = 0                         # number of the next run's first record
+        self._eof = False
 
-    def take(self, n):
-        """The next n reads (fewer only at the end of the file) as one ReadBatch."""
-        while self._held < n and not self._done:
-            b = next(self._batches, None)
-            if b is None:
-                self._done = True
-            elif len(b):
-                self._pieces.append(b)
-                self._held += len(b)
-        out, got = [], 0
-        while got < n and self._pieces:
-            p = self._pieces[0]
-            k = min(len(p), n - got)
-            if k == len(p):
-                out.append(p)
-                self._pieces.pop(0)
+    def next(self, n):
+        """(bytes of the next n records as uint8, number of the first, whether the file ends there:
+        then fewer records, maybe a truncated one or none) or None after the end."""
+        if self._eof and not self._carry.size:
+            return None
+        buf = np.empty(max(self._size, self._carry.size + CHUNK_BYTES), np.uint8)
+        fill = self._carry.size
+        buf[:fill] = self._carry
+        counted, seen = 0, 0                    # bytes searched for boundaries, boundaries found there
+        need = 4 * n if self.fmt != "fasta" else n + 1
+        while True:
+            if self.fmt is not None and counted < fill:
+                found = self._count(buf, counted, fill)
+                if seen + found >= need:
+                    end = int(self._boundaries(buf, counted, fill)[need - seen - 1])
+                    self._carry = buf[end:fill].copy()
+                    self._size = max(2 * CHUNK_BYTES, end + end // 8 + CHUNK_BYTES)
+                    first, self._first = self._first, self._first + n
+                    return buf[:end], first, False
+                seen, counted = seen + found, fill
+            if self._eof:
+                self._carry = self._carry[:0]
+                return (buf[:fill], self._first, True) if fill else None
+            if buf.size - fill < CHUNK_BYTES:
+                buf = np.concatenate([buf[:fill], np.empty(buf.size, np.uint8)])
+            got = self._read(buf[fill:fill + CHUNK_BYTES])
+            if not got:
+                self._eof = True
+                if self._fh is not None and self.path != "-":
+                    self._fh.close()
+            elif self.fmt is None:              # the file's start: leading blanks, then its format
+                text = bytes(buf[:got]).lstrip()
+                if text:
+                    self.fmt = _sniff(text, self.source)
+                    fill = len(text)
+                    buf[:fill] = np.frombuffer(text, np.uint8)
+                    need = 4 * n if self.fmt == "fastq" else n + 1
             else:
-                out.append(batch_slice(p, 0, k))
-                self._pieces[0] = batch_slice(p, k, len(p))
-            got += k
-        self._held -= got
-        return concat_batches(out)
+                fill += got
+
+    def _read(self, into):
+        if self._fh is None:
+            self._fh = _open(self.path)
+        try:
+            return self._fh.readinto(into)
+        except (EOFError, OSError, zlib.error) as exc:
+            raise InputError(f"{self.source}: damaged or truncated gzip data ({exc})") from None
+
+    def _count(self, buf, a, b):
+        """How many record boundaries buf[a:b] holds (_boundaries' number)."""
+        if self.fmt == "fastq":
+            return int(np.count_nonzero(buf[a:b] == 10))
+        return self._boundaries(buf, a, b).size
+
+    def _boundaries(self, buf, a, b):
+        """Ends of the record boundaries in buf[a:b]: after each newline (FASTQ), at each '>' that
+        starts a line (FASTA)."""
+        if self.fmt == "fastq":
+            return np.flatnonzero(buf[a:b] == 10) + (a + 1)
+        at = np.flatnonzero(buf[a:b] == 62) + a
+        return at[(at == 0) | (buf[np.maximum(at - 1, 0)] == 10)]
+
+    def parse(self, run, first_index=None):
+        """The ReadBatch of a run of next() (None: none, the file has ended; first_index: the
+        number of its first read when the run is None)."""
+        if run is None:
+            return empty_batch(first_index or 0)
+        arr, first, final = run
+        if self.fmt == "fastq":
+            batch, _ = _parse_fastq(arr, self.source, first, final)
+        else:       # a run holds whole FASTA records
+            batch, _ = _parse_fasta(arr, self.source, first, final=True)
+        return batch if batch is not None else empty_batch(first)
 
 
 def batch_slice(batch, a, b):
@@ -212,83 +251,42 @@ def batch_slice(batch, a, b):
                      first_index=batch.first_index + a)
 
 
-def _cat_offsets(parts):
-    shift = np.cumsum([0] + [int(o[-1] - o[0]) for o in parts])
-    return np.concatenate([o[:-1] - o[0] + s for o, s in zip(parts, shift)] + [shift[-1:]]).astype(np.int64)
-
-
-def concat_batches(parts):
-    """One batch of the reads of several, in order."""
-    if not parts:
-        return empty_batch()
-    if len(parts) == 1:
-        return parts[0]
-    quals = [p.quals for p in parts]
-    return ReadBatch(codes=np.concatenate([p.codes for p in parts]),
-                     offsets=_cat_offsets([p.offsets for p in parts]),
-                     names=np.concatenate([p.names for p in parts]),
-                     name_offsets=_cat_offsets([p.name_offsets for p in parts]),
-                     quals=np.concatenate(quals) if any(q.size for q in quals) else quals[0],
-                     first_index=parts[0].first_index)
-
-
-def _lines(arr):
-    nl = np.flatnonzero(arr == 10)
-    starts = np.empty(nl.size, np.int64)
-    starts[0:1] = 0
-    starts[1:] = nl[:-1] + 1
-    ends = nl.astype(np.int64)
-    cr = (ends > starts) & (arr[np.maximum(ends - 1, 0)] == 13)
-    ends = ends - cr
-    return starts, ends, (int(nl[-1]) + 1 if nl.size else 0)
-
-
-def _parse_fastq(buf, source, first_index, final):
-    if final and not buf.endswith(b"\n"):
-        buf = buf + b"\n"
-    arr = np.frombuffer(buf, dtype=np.uint8)
-    starts, ends, consumed = _lines(arr)
-    if final:
-        # blank lines at the very end of the file are not a record
-        keep = len(starts)
-        while keep and ends[keep - 1] == starts[keep - 1]:
-            keep -= 1
-        starts, ends = starts[:keep], ends[:keep]
-        if len(starts) % 4:
-            raise InputError(f"{source}: truncated FASTQ record at the end of the file "
-                             f"(record {first_index + len(starts) // 4 + 1})")
-    nrec = len(starts) // 4
-    if nrec == 0:
-        return None, buf
-    used_lines = nrec * 4
-    rest = buf[starts[used_lines]:] if used_lines < len(starts) else buf[consumed:]
-    starts, ends = starts[:used_lines], ends[:used_lines]
-    h0, s0, p0, q0 = (starts[i::4] for i in range(4))
-    h1, s1, _, q1 = (ends[i::4] for i in range(4))
-    bad = np.flatnonzero((arr[h0] != 64) | (h1 == h0))
-    if bad.size:
-        raise InputError(f"{source}: record {first_index + bad[0] + 1}: header line does not start with '@'")
-    bad = np.flatnonzero(arr[p0] != 43)
-    if bad.size:
-        raise InputError(f"{source}: record {first_index + bad[0] + 1}: missing '+' line (third line of the record)")
-    bad = np.flatnonzero((s1 - s0) != (q1 - q0))
-    if bad.size:
-        i = bad[0]
-        raise InputError(f"{source}: record {first_index + i + 1}: sequence and quality lengths differ "
-                         f"({s1[i] - s0[i]} vs {q1[i] - q0[i]})")
-    codes, offsets = gather_ranges(arr, s0, s1, ASCII_TO_CODE)
-    quals, _ = gather_ranges(arr, q0, q1, IDENTITY)
-    if quals.size and (quals.min() < 33 or quals.max() > 126):
-        raise InputError(f"{source}: quality string holds characters outside '!'..'~'")
-    name_ends = first_word_ends(arr, h0 + 1, h1)
-    bad = np.flatnonzero(name_ends == h0 + 1)
-    if bad.size:
-        raise InputError(f"{source}: record {first_index + bad[0] + 1}: FASTQ header has no name")
-    _check_name_lengths(name_ends - (h0 + 1), source, first_index)
-    names, name_offsets = gather_ranges(arr, h0 + 1, name_ends, IDENTITY)
+def _parse_fastq(arr, source, first_index, final):
+    """(ReadBatch of the whole records of arr (uint8) or None, the bytes after them). final: arr ends
+    the file (a last record may lack its newline; anything but blanks after the records is a
+    truncated record)."""
+    if final and (not arr.size or arr[-1] != 10):
+        arr = np.append(arr, np.uint8(10))
+    fields, consumed, error, k = scan_records(arr, MAX_NAME)
+    if error:
+        raise InputError(f"{source}: record {first_index + k + 1}: {_record_error(arr, consumed, error)}")
+    rest = arr[consumed:]
+    if final and bytes(rest).strip():
+        raise InputError(f"{source}: truncated FASTQ record at the end of the file "
+                         f"(record {first_index + len(fields) + 1})")
+    if not len(fields):
+        return None, rest
+    codes, offsets, quals, names, name_offsets, bad = gather_records(arr, fields, ASCII_TO_CODE)
+    if bad >= 0:
+        raise InputError(f"{source}: record {first_index + bad + 1}: quality string holds characters "
+                         f"outside '!'..'~'")
     batch = ReadBatch(codes=codes, offsets=offsets, names=names, name_offsets=name_offsets,
                       quals=quals, first_index=first_index)
     return batch, rest
+
+
+def _record_error(arr, start, error):
+    """What is wrong with the record at arr[start:] (scan_records' error code)."""
+    lines = [x.rstrip(b"\r") for x in bytes(arr[start:]).split(b"\n", 4)[:4]]
+    if error == BAD_HEADER:
+        return "header line does not start with '@'"
+    if error == NO_PLUS:
+        return "missing '+' line (third line of the record)"
+    if error == LENGTHS_DIFFER:
+        return f"sequence and quality lengths differ ({len(lines[1])} vs {len(lines[3])})"
+    if error == NO_NAME:
+        return "FASTQ header has no name"
+    return f"read name of {len(lines[0][1:].split()[0])} characters (SAM allows at most {MAX_NAME})"
 
 
 def _check_name_lengths(lengths, source, first_index):
@@ -298,7 +296,10 @@ def _check_name_lengths(lengths, source, first_index):
                          f"(SAM allows at most {MAX_NAME})")
 
 
-def _parse_fasta(buf, source, first_index, final):
+def _parse_fasta(arr, source, first_index, final):
+    buf = bytes(arr)
+    if not buf.strip():
+        return None, b""
     if not final:
         cut = buf.rfind(b"\n>")
         if cut < 0:

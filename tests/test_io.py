@@ -1,5 +1,6 @@
 """FASTQ/FASTA reads and FASTA references: good input parsed exactly, bad input a clear InputError."""
 import gzip
+import zlib
 
 import numpy as np
 import pytest
@@ -89,12 +90,42 @@ def test_fastq_chunk_boundaries(tmp_path, monkeypatch):
     (b"@r1\nACGT\n+\nIIII\nr2\nACGT\n+\nIIII\n", "'@'"),
     (b"\x00\x01\x02garbage\xff" * 10, "binary"),
     (b"hello world\n", "not a FASTQ"),
+    (b"@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nII I\n", "record 2: quality string holds"),
+    (b"@r1\nACGT\n+\nIIII\n@ r2\nACGT\n+\nIIII\n", "record 2: FASTQ header has no name"),
+    (b"@" + b"n" * 255 + b"\nACGT\n+\nIIII\n", "record 1: read name of 255 characters"),
 ])
 def test_fastq_errors(tmp_path, data, msg):
     p = tmp_path / "bad.fq"
     p.write_bytes(data)
     with pytest.raises(InputError, match=msg):
         _reads(p)
+
+
+@pytest.mark.parametrize("parse_threads", [1, 3])
+def test_batches_before_an_error_come_first(tmp_path, monkeypatch, parse_threads):
+    """Runs of records are parsed on parse threads; the batches before a bad record are yielded,
+    in order and whole, before its error, whatever the number of those threads."""
+    import pymap.reads as reads
+    monkeypatch.setattr(reads, "PARSE_THREADS", parse_threads)
+    monkeypatch.setattr(reads, "CHUNK_BYTES", 1000)
+    good = b"".join(b"@n%d\nACGT%s\n+\n%s\n" % (i, b"A" * (i % 7), b"I" * (4 + i % 7)) for i in range(250))
+    p = tmp_path / "r.fq"
+    p.write_bytes(gzip.compress(good + b"@bad\nACGT\n+\nIII\n" + good))
+    got = []
+    with pytest.raises(InputError, match="record 251: sequence and quality lengths differ"):
+        for batch in read_batches(str(p), batch_size=50):
+            got.append(batch)
+    assert [b.first_index for b in got] == [0, 50, 100, 150, 200]
+    assert _all(got)[0] == [f"n{i}" for i in range(250)]
+    # an error in reading the file itself (damaged gzip) comes after the batches before it too
+    data = gzip.compress(good + good)
+    p.write_bytes(data[:len(data) * 3 // 4])
+    whole_runs = zlib.decompressobj(31).decompress(data[:len(data) * 3 // 4]).count(b"\n") // 200
+    got = []
+    with pytest.raises(InputError, match="gzip"):
+        for batch in read_batches(str(p), batch_size=50):
+            got.append(batch)
+    assert whole_runs >= 3 and [b.first_index for b in got] == list(range(0, 50 * whole_runs, 50))
 
 
 def test_empty_and_missing(tmp_path):
