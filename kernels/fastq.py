@@ -1,9 +1,10 @@
 """FASTQ records out of a byte buffer in two kernels: one pass that finds and checks the records, one
-that gathers their sequence codes, qualities and names (threaded over records)."""
+that gathers their sequence codes, qualities and names. Both run on the calling thread: the reader
+parses several runs of records at once (reads.PARSE_THREADS), and threads inside each as well slowed
+the parse on two cores."""
 import numpy as np
 from numba import njit
 
-from pymap.kernels.threads import range_bounds, run_ranges
 
 #: scan_records' error codes (0: none); reads.py turns them into messages
 BAD_HEADER, NO_PLUS, LENGTHS_DIFFER, NO_NAME, NAME_TOO_LONG, BAD_QUALITY = 1, 2, 3, 4, 5, 6
@@ -55,7 +56,7 @@ def _scan(arr, newlines, max_name):
 
 def gather_records(arr, fields, table):
     """(codes, offsets, quals, names, name_offsets, first record with a quality outside '!'..'~' or
-    -1) of scanned records; codes through table. Threads over ranges of records."""
+    -1) of scanned records; codes through table."""
     n = fields.shape[0]
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(fields[:, 3], out=offsets[1:])
@@ -65,8 +66,7 @@ def gather_records(arr, fields, table):
     quals = np.empty(offsets[n], np.uint8)
     names = np.empty(name_offsets[n], np.uint8)
     bad = np.zeros(n, np.bool_)
-    run_ranges(_gather, range_bounds(n, 2048), arr, fields, table, offsets, name_offsets, codes, quals, names,
-               bad)
+    _gather(0, n, arr, fields, table, offsets, name_offsets, codes, quals, names, bad)
     first_bad = int(bad.argmax()) if n else 0
     return codes, offsets, quals, names, name_offsets, (first_bad if n and bad[first_bad] else -1)
 
