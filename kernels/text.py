@@ -1,4 +1,4 @@
-"""Byte-level helpers for the readers: gather line ranges out of a text buffer."""
+"""Byte ranges gathered out of a buffer into one array (reads' names and bases picked by index)."""
 import numpy as np
 from numba import njit
 
@@ -22,11 +22,6 @@ def gather_ranges(buf, starts, ends, table):
     return out, offsets
 
 
-def first_word_ends(buf, starts, ends):
-    """End of the first whitespace-free word of each range (read names)."""
-    return _first_word_ends(buf, _i64(starts), _i64(ends))
-
-
 @njit(cache=True, nogil=True)
 def _gather_ranges(i0, i1, buf, starts, ends, table, offsets, out):
     for i in range(i0, i1):
@@ -35,13 +30,3 @@ def _gather_ranges(i0, i1, buf, starts, ends, table, offsets, out):
             out[o] = table[buf[j]]
             o += 1
 
-
-@njit(cache=True, nogil=True)
-def _first_word_ends(buf, starts, ends):
-    out = np.empty(starts.shape[0], np.int64)
-    for i in range(starts.shape[0]):
-        j = starts[i]
-        while j < ends[i] and buf[j] != 32 and buf[j] != 9:
-            j += 1
-        out[i] = j
-    return out
