@@ -187,8 +187,11 @@ class RecordRuns:
             if self._eof:
                 self._carry = self._carry[:0]
                 return (buf[:fill], self._first, True) if fill else None
-            if buf.size - fill < CHUNK_BYTES:
-                buf = np.concatenate([buf[:fill], np.empty(buf.size, np.uint8)])
+            if buf.size - fill < CHUNK_BYTES:     # grow to what the records so far say the run needs
+                want = 2 * buf.size
+                if seen:
+                    want = max(want, fill * need // seen + fill // 8 + CHUNK_BYTES)
+                buf = np.concatenate([buf[:fill], np.empty(want - fill, np.uint8)])
             got = self._read(buf[fill:fill + CHUNK_BYTES])
             if not got:
                 self._eof = True
