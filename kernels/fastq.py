@@ -5,9 +5,8 @@ the parse on two cores."""
 import numpy as np
 from numba import njit
 
-
 #: scan_records' error codes (0: none); reads.py turns them into messages
-BAD_HEADER, NO_PLUS, LENGTHS_DIFFER, NO_NAME, NAME_TOO_LONG, BAD_QUALITY = 1, 2, 3, 4, 5, 6
+BAD_HEADER, NO_PLUS, LENGTHS_DIFFER, NO_NAME, NAME_TOO_LONG = 1, 2, 3, 4, 5
 
 
 def scan_records(arr, max_name):
@@ -66,14 +65,14 @@ def gather_records(arr, fields, table):
     quals = np.empty(offsets[n], np.uint8)
     names = np.empty(name_offsets[n], np.uint8)
     bad = np.zeros(n, np.bool_)
-    _gather(0, n, arr, fields, table, offsets, name_offsets, codes, quals, names, bad)
+    _gather(arr, fields, table, offsets, name_offsets, codes, quals, names, bad)
     first_bad = int(bad.argmax()) if n else 0
     return codes, offsets, quals, names, name_offsets, (first_bad if n and bad[first_bad] else -1)
 
 
 @njit(cache=True, nogil=True)
-def _gather(i0, i1, arr, fields, table, offsets, name_offsets, codes, quals, names, bad):
-    for i in range(i0, i1):
+def _gather(arr, fields, table, offsets, name_offsets, codes, quals, names, bad):
+    for i in range(fields.shape[0]):
         s, length, q = fields[i, 2], fields[i, 3], fields[i, 4]
         o = offsets[i]
         for j in range(length):

@@ -4,14 +4,15 @@
 stdin): each file is cut into runs of batch_size records, and a run of R1 and the run of R2 beside it
 are parsed and paired on one of reads.PARSE_THREADS threads. Mate names are checked per batch with
 NumPy over the concatenated name bytes; a trailing "/1" on read 1 together with "/2" on read 2 is
-removed from both (the rest must agree), otherwise the two names must be identical. Errors are raised lazily, when the batch holding the
-offending pair is assembled: every earlier pair batch has been yielded by then.
+removed from both (the rest must agree), otherwise the two names must be identical. Errors are
+raised lazily, when the batch holding the offending pair is assembled: every earlier pair batch has
+been yielded by then.
 """
 import numpy as np
 
+from pymap import reads
 from pymap.batch import ReadBatch
 from pymap.errors import InputError
-from pymap import reads
 from pymap.kernels.text import gather_ranges
 from pymap.kernels.threads import ordered_map
 from pymap.reads import RecordRuns, batch_slice, empty_batch, errors_as_items, raise_if_error
@@ -60,10 +61,14 @@ def _two_files(path1, path2, size):
         a, b, done = raise_if_error(item)
         return mates_of(one.parse(a, done), two.parse(b, done), done, path1, path2)
 
-    for r1, r2 in ordered_map(parse, errors_as_items(runs()), reads.PARSE_THREADS):
-        if len(r1) == 0:
-            return
-        yield r1, r2
+    try:
+        for r1, r2 in ordered_map(parse, errors_as_items(runs()), reads.PARSE_THREADS):
+            if len(r1) == 0:
+                return
+            yield r1, r2
+    finally:
+        one.close()
+        two.close()
 
 
 def mates_of(r1, r2, done, path1, path2):
@@ -92,10 +97,13 @@ def _interleaved(path, size):
         return interleaved_mates(records.parse(run), run[1] // 2, path)
 
     runs = iter(lambda: records.next(2 * size), None)
-    for r1, r2 in ordered_map(parse, errors_as_items(runs), reads.PARSE_THREADS):
-        if len(r1) == 0:
-            return
-        yield r1, r2
+    try:
+        for r1, r2 in ordered_map(parse, errors_as_items(runs), reads.PARSE_THREADS):
+            if len(r1) == 0:
+                return
+            yield r1, r2
+    finally:
+        records.close()
 
 
 def interleaved_mates(recs, done, path):

@@ -63,10 +63,13 @@ def read_batches(path, batch_size=20000):
     parsing keeps pace with mapping on many cores."""
     records = RecordRuns(path)
     runs = iter(lambda: records.next(batch_size), None)
-    for batch in ordered_map(lambda run: records.parse(raise_if_error(run)), errors_as_items(runs),
-                             PARSE_THREADS):
-        if len(batch):
-            yield batch
+    try:
+        for batch in ordered_map(lambda run: records.parse(raise_if_error(run)), errors_as_items(runs),
+                                 PARSE_THREADS):
+            if len(batch):
+                yield batch
+    finally:
+        records.close()
 
 
 def errors_as_items(runs):
@@ -195,8 +198,7 @@ class RecordRuns:
             got = self._read(buf[fill:fill + CHUNK_BYTES])
             if not got:
                 self._eof = True
-                if self._fh is not None and self.path != "-":
-                    self._fh.close()
+                self.close()
             elif self.fmt is None:              # the file's start: leading blanks, then its format
                 text = bytes(buf[:got]).lstrip()
                 if text:
@@ -206,6 +208,12 @@ class RecordRuns:
                     need = 4 * n if self.fmt == "fastq" else n + 1
             else:
                 fill += got
+
+    def close(self):
+        """Close the file (not stdin); next() reads no more."""
+        if self._fh is not None and self.path != "-":
+            self._fh.close()
+        self._eof = True
 
     def _read(self, into):
         if self._fh is None:
