@@ -197,7 +197,6 @@ class RecordRuns:
                 buf = np.concatenate([buf[:fill], np.empty(want - fill, np.uint8)])
             got = self._read(buf[fill:fill + CHUNK_BYTES])
             if not got:
-                self._eof = True
                 self.close()
             elif self.fmt is None:              # the file's start: leading blanks, then its format
                 text = bytes(buf[:got]).lstrip()
