@@ -134,7 +134,9 @@ def read_span(path, start, end, final, first_index, source):
         fh.seek(start)
         if fh.readinto(arr) != end - start:
             raise InputError(f"{source}: the file changed while it was read")
-    batch, _ = _parse_fastq(arr, source, first_index, final)
+    batch, rest = _parse_fastq(arr, source, first_index, final)
+    if bytes(rest).strip():         # a range ends inside a record: not the file fastq_spans counted
+        raise InputError(f"{source}: the file changed while it was read")
     return batch if batch is not None else empty_batch(first_index)
 
 

@@ -235,6 +235,17 @@ def test_fastq_spans_same_errors(tmp_path, data):
         assert str(spans.value) == str(whole.value)
 
 
+def test_fastq_span_that_ends_inside_a_record(tmp_path):
+    """A range that does not end at a record's end (the file changed after fastq_spans counted it)
+    is an error, not a batch with the partial record left out."""
+    from pymap.reads import read_span
+    p = tmp_path / "r.fq"
+    p.write_bytes(b"@a\nACGT\n+\nIIII\n@b\nACGT\n+\nIIII\n")
+    assert len(read_span(str(p), 0, 15, False, 0, "r.fq")) == 1
+    with pytest.raises(InputError, match="changed while it was read"):
+        read_span(str(p), 0, 20, False, 0, "r.fq")
+
+
 def test_fastq_spans_only_for_plain_fastq_files(tmp_path):
     from pymap.reads import fastq_spans
     fq = b"@r\nACGT\n+\nIIII\n"
