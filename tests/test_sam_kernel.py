@@ -343,3 +343,54 @@ def test_many_records_on_several_threads_equal_one_thread():
     finally:
         numba.set_num_threads(old)
     assert one == many and one.count(b"\n") == len(b.records)
+
+
+@pytest.mark.parametrize("guess", [-10 ** 6, -200, 0])
+def test_records_that_outgrow_the_first_guess_are_written_again(monkeypatch, guess):
+    """Each range is formatted in one pass into a buffer of a guessed size; a record that does not fit
+    (its MD among them, written past NM before being moved back) is written again into a larger one:
+    the text is the same whatever the guess."""
+    import pymap.kernels.sam as S
+    rng = np.random.default_rng(8)
+    ref = "".join(rng.choice(list("ACGT"), 2000))
+    contigs = {"c": ref}
+    reads, plan = [], []
+    for i in range(300):
+        cigar = random_cigar(rng, 60)
+        span = sum(n for op, n in cigar if op in "MD")
+        pos = int(rng.integers(0, len(ref) - span))
+        oriented, _ = apply_cigar(rng, ref, pos, cigar)
+        reads.append((f"r{i}", oriented, "I" * len(oriented)))
+        plan.append((pos, cigar))
+    b = Batch(contigs, reads)
+    for i, (pos, cigar) in enumerate(plan):
+        b.add(i, contig="c", pos=pos, cigar=cigar, strand=i % 2, xs=3 if i % 3 else None)
+    want = bytes(format_sam(*b.arrays()))
+    monkeypatch.setattr(S, "RECORD_GUESS", guess)
+    assert bytes(format_sam(*b.arrays())) == want and want.count(b"\n") == 300
+
+
+def test_a_record_written_into_every_buffer_size():
+    """A record (its MD written past room for NM, then moved back) written into a buffer of each size
+    from 1 byte to more than it needs: the range kernel grows the buffer and writes the record again
+    whenever any part of it did not fit."""
+    import pymap.kernels.sam as S
+    ref = "ACGTTGCAAGGCTTACGATCGATCGGATCCATGCATGCAAGT" * 3
+    read = ref[5:20] + "T" + ref[21:40] + ref[44:70]            # a mismatch and a deletion of 4
+    b = Batch({"c": ref}, [("r", read, "I" * len(read))])
+    b.add(0, contig="c", pos=5, cigar=[("M", 35), ("D", 4), ("M", 26)], xs=7)
+    captured = {}
+    real = S._format_range
+
+    def spy(r0, r1, size, *args):
+        captured["args"] = args
+        return real(r0, r1, size, *args)
+
+    S._format_range = spy
+    try:
+        want = bytes(format_sam(*b.arrays()))
+    finally:
+        S._format_range = real
+    assert b"\tNM:i:5\tMD:Z:15G19^GTAC26\t" in want
+    for size in range(1, len(want) + 64):
+        assert bytes(real(0, 1, size, *captured["args"])) == want, size
