@@ -1,4 +1,5 @@
 """Reading FASTQ (or FASTA) reads, plain or gzip, into ReadBatch arrays without per-read Python."""
+import contextlib
 import gzip
 import os
 import zlib
@@ -40,14 +41,21 @@ def _open(path):
     return raw
 
 
+@contextlib.contextmanager
+def _damaged_gzip_is_input_error(source):
+    """A read of a damaged or truncated gzip stream raises one InputError naming the file."""
+    try:
+        yield
+    except (EOFError, OSError, zlib.error) as exc:
+        raise InputError(f"{source}: damaged or truncated gzip data ({exc})") from None
+
+
 def _chunks(path):
     fh = _open(path)
     try:
         while True:
-            try:
+            with _damaged_gzip_is_input_error(path):
                 data = fh.read(CHUNK_BYTES)
-            except (EOFError, OSError, zlib.error) as exc:
-                raise InputError(f"{path}: damaged or truncated gzip data ({exc})") from None
             if not data:
                 return
             yield data
@@ -219,10 +227,8 @@ class RecordRuns:
     def _read(self, into):
         if self._fh is None:
             self._fh = _open(self.path)
-        try:
+        with _damaged_gzip_is_input_error(self.source):
             return self._fh.readinto(into)
-        except (EOFError, OSError, zlib.error) as exc:
-            raise InputError(f"{self.source}: damaged or truncated gzip data ({exc})") from None
 
     def _count(self, buf, a, b):
         """How many record boundaries buf[a:b] holds (_boundaries' number)."""
