@@ -15,7 +15,7 @@ from numba import config as numba_config
 from numba import njit
 
 from pymap.kernels import affine as cpu
-from pymap.kernels.cuda_support import cuda, gpu_lock, kernel_callable, on_gpus, resident, thread_scratch
+from pymap.kernels.cuda_support import cuda, kernel_callable, on_gpus, resident, run_on_scratch
 from pymap.kernels.threads import tally
 
 #: CIGAR ops kept per candidate on the device
@@ -85,24 +85,21 @@ def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_s
     def part(lo, hi):                              # candidates lo..hi-1 on the current GPU
         m = hi - lo
         nt = _threads(m, maxl, maxb)
-        with gpu_lock("affine"):                   # one scratch per GPU
-            stream = cuda.stream()
-            d_reads = [resident(a) for a in args[:4]]   # a batch's reads serve all its extender calls
-            d = [cuda.to_device(np.ascontiguousarray(a[lo:hi]), stream=stream) for a in args[4:] + (c_min,)]
-            d_p = cuda.to_device(P, stream=stream)
-            scratch = thread_scratch("affine", [((maxb + 1,), np.int32)] * 2 + [((maxb,), np.int32)] * 4 + [
-                (((maxl + 1) * maxb,), np.uint8), ((2 * maxl + 1,), np.uint32), ((2 * maxl + 3,), np.uint32)], nt)
-            d_res = cuda.device_array((m, 7), np.int64, stream=stream)
-            d_cig = cuda.device_array((m if traceback else 1, SLOT), np.uint32, stream=stream)
-            tpb = min(nt, THREADS_PER_BLOCK)
-            ev0, ev1 = cuda.event(), cuda.event()
-            ev0.record(stream)
-            _k_align[nt // tpb, tpb, stream](*d_reads, *d, d_p, *scratch, d_res, d_cig, traceback)
-            ev1.record(stream)
-            res = d_res.copy_to_host(stream=stream)
-            slots = d_cig.copy_to_host(stream=stream) if traceback else None
-            stream.synchronize()
-        return res, slots, ev0.elapsed_time(ev1)
+        stream = cuda.stream()
+        d_reads = [resident(a) for a in args[:4]]   # a batch's reads serve all its extender calls
+        d = [cuda.to_device(np.ascontiguousarray(a[lo:hi]), stream=stream) for a in args[4:] + (c_min,)]
+        d_p = cuda.to_device(P, stream=stream)
+        d_res = cuda.device_array((m, 7), np.int64, stream=stream)
+        d_cig = cuda.device_array((m if traceback else 1, SLOT), np.uint32, stream=stream)
+        tpb = min(nt, THREADS_PER_BLOCK)
+        specs = [((maxb + 1,), np.int32)] * 2 + [((maxb,), np.int32)] * 4 + [
+            (((maxl + 1) * maxb,), np.uint8), ((2 * maxl + 1,), np.uint32), ((2 * maxl + 3,), np.uint32)]
+        ms = run_on_scratch("affine", specs, nt, stream, lambda scratch: _k_align[nt // tpb, tpb, stream](
+            *d_reads, *d, d_p, *scratch, d_res, d_cig, traceback))
+        res = d_res.copy_to_host(stream=stream)
+        slots = d_cig.copy_to_host(stream=stream) if traceback else None
+        stream.synchronize()
+        return res, slots, ms
 
     parts = [r for _, _, r in on_gpus(n, part)]
     res = np.concatenate([p[0] for p in parts])

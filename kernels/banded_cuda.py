@@ -11,7 +11,7 @@ import numpy as np
 from numba import config as numba_config
 
 from pymap.kernels import banded as cpu
-from pymap.kernels.cuda_support import cuda, gpu_lock, kernel_callable, on_gpus, resident, thread_scratch
+from pymap.kernels.cuda_support import cuda, kernel_callable, on_gpus, resident, run_on_scratch
 from pymap.kernels.threads import tally
 
 THREADS_PER_BLOCK = 128
@@ -71,23 +71,20 @@ def banded_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand,
         nt = _threads(m, maxl, nwm, nbm)
         bound = np.zeros(m + 1, np.int64)
         np.cumsum(slots[lo:hi], out=bound[1:])
-        with gpu_lock("banded"):                   # one scratch per GPU
-            stream = cuda.stream()
-            d_reads = [resident(a) for a in args[:4]]
-            d = [cuda.to_device(np.ascontiguousarray(a[lo:hi]), stream=stream) for a in args[4:]]
-            d_bound = cuda.to_device(bound, stream=stream)
-            scratch = thread_scratch("banded", [((4 * (maxl + 1) * nwm,), np.uint64), ((5 * nbm,), np.uint64)], nt)
-            d_res = cuda.device_array((m, 3), np.int64, stream=stream)
-            d_cig = cuda.device_array(max(int(bound[-1]), 1), np.uint32, stream=stream)
-            tpb = min(nt, THREADS_PER_BLOCK)
-            ev0, ev1 = cuda.event(), cuda.event()
-            ev0.record(stream)
-            _k_extend[nt // tpb, tpb, stream](*d_reads, *d, *scratch, d_bound, d_res, d_cig, traceback)
-            ev1.record(stream)
-            res = d_res.copy_to_host(stream=stream)
-            cig = d_cig.copy_to_host(stream=stream) if traceback else None
-            stream.synchronize()
-        return res, cig, bound, ev0.elapsed_time(ev1)
+        stream = cuda.stream()
+        d_reads = [resident(a) for a in args[:4]]
+        d = [cuda.to_device(np.ascontiguousarray(a[lo:hi]), stream=stream) for a in args[4:]]
+        d_bound = cuda.to_device(bound, stream=stream)
+        d_res = cuda.device_array((m, 3), np.int64, stream=stream)
+        d_cig = cuda.device_array(max(int(bound[-1]), 1), np.uint32, stream=stream)
+        tpb = min(nt, THREADS_PER_BLOCK)
+        specs = [((4 * (maxl + 1) * nwm,), np.uint64), ((5 * nbm,), np.uint64)]
+        ms = run_on_scratch("banded", specs, nt, stream, lambda scratch: _k_extend[nt // tpb, tpb, stream](
+            *d_reads, *d, *scratch, d_bound, d_res, d_cig, traceback))
+        res = d_res.copy_to_host(stream=stream)
+        cig = d_cig.copy_to_host(stream=stream) if traceback else None
+        stream.synchronize()
+        return res, cig, bound, ms
 
     parts = [r for _, _, r in on_gpus(n, part)]
     res = np.concatenate([p[0] for p in parts])

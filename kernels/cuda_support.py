@@ -70,6 +70,23 @@ def thread_scratch(tag, specs, nt):
     return out
 
 
+def run_on_scratch(tag, specs, nt, stream, launch):
+    """launch(scratch) enqueues a kernel on `stream` that uses the (tag, GPU) scratch
+    (thread_scratch(tag, specs, nt)); waits for that kernel and returns its time in ms (CUDA events).
+    The stage's lock (gpu_lock) is held only from the launch to the kernel's end: the caller copies
+    its inputs and allocates its outputs before, on the same stream, and copies the results back
+    after, while other batches' kernels take the scratch (the stage's time on the GPU, not its
+    copies, is what batches side by side wait for)."""
+    with gpu_lock(tag):
+        scratch = thread_scratch(tag, specs, nt)
+        ev0, ev1 = cuda.event(), cuda.event()
+        ev0.record(stream)
+        launch(scratch)
+        ev1.record(stream)
+        ev1.synchronize()
+    return ev0.elapsed_time(ev1)
+
+
 _AT_EXIT = []
 #: the pending-deallocation lists disabled at exit (release)
 _DISABLED = []
@@ -219,7 +236,8 @@ def fetch_rows(d_src, counts, width, stream):
     d_dst = cuda.device_array(total, d_src.dtype, stream=stream)
     tpb = 32 if _simulator() else 256
     blocks = max(1, min(1024, -(-counts.shape[0] // tpb)))
-    _k_gather_rows[blocks, tpb, stream](d_src, width, d_first, d_count, d_dst)
+    with gpu_lock("fetch_rows"):   # Numba loads a kernel's module at its first launch on a GPU unguarded
+        _k_gather_rows[blocks, tpb, stream](d_src, width, d_first, d_count, d_dst)
     return d_dst.copy_to_host(stream=stream)
 
 
@@ -238,4 +256,4 @@ def replace_rows(counts, values, rows, sub_counts, sub_values):
 
 
 __all__ = ["batch_on_gpu", "cuda", "cuda_available", "fetch_rows", "gpu_count", "gpu_lock", "kernel_callable",
-           "note_gpu", "on_gpus", "pinned_gpu", "replace_rows", "resident", "thread_scratch"]
+           "note_gpu", "on_gpus", "pinned_gpu", "replace_rows", "resident", "run_on_scratch", "thread_scratch"]

@@ -19,6 +19,7 @@ Host side: batches sized from free device memory, two pinned staging buffers and
 so that encoding/copying the next batch overlaps the kernel of the current one, and the pairs split
 evenly over every visible GPU (one host thread per GPU). Works under NUMBA_ENABLE_CUDASIM=1.
 """
+import contextlib
 import ctypes
 import threading
 import weakref
@@ -28,7 +29,7 @@ import numpy as np
 from numba import config as numba_config
 from numba import uint64
 
-from pymap.kernels.cuda_support import cuda, note_gpu, pinned_gpu
+from pymap.kernels.cuda_support import cuda, note_gpu, pinned_gpu, resident
 from pymap.kernels.packed_ref import complete
 from pymap.kernels.gatekeeper_cpu import (MODE_FULL, MODE_NONE, MODE_PUBLISHED, REJECT, UNDEFINED,
                                     encode_pair_words)
@@ -485,9 +486,10 @@ class GateKeeperCUDA:
         by_memory = int(min(free, 1 << 62) * self.memory_fraction / (2 * per_pair))
         return max(1, min(self.max_batch, max(share, 1), max(by_memory, 1024)))
 
-    def _on_devices(self, n, work):
+    def _on_devices(self, n, work, locked=True):
         """Split [0, n) evenly over the devices, run work(dev, lo, hi) on each (one thread each); under
-        cuda_support.batch_on_gpu, all of it on that device. A device's buffers serve one call at a time."""
+        cuda_support.batch_on_gpu, all of it on that device. A device's buffers serve one call at a time:
+        work runs under the device's lock (locked=False: work takes it where it needs it)."""
         pinned = [dev for dev in self.devices if dev.index == pinned_gpu()]
         devices = pinned or self.devices
         k = len(devices)
@@ -496,7 +498,7 @@ class GateKeeperCUDA:
 
         def run(job):
             dev, lo, hi = job
-            with cuda.gpus[dev.index], dev.lock:
+            with cuda.gpus[dev.index], (dev.lock if locked else contextlib.nullcontext()):
                 return work(dev, lo, hi)
 
         if len(jobs) == 1:
@@ -620,17 +622,16 @@ class GateKeeperCUDA:
             return None
         lengths = (read_offsets[1:] - read_offsets[:-1])[c_read]
         keys = lengths.astype(np.int64) * 65536 + c_maxe
-        for dev in self.devices:
-            dev.kernel_ms = 0.0
 
         def work(dev, lo, hi):
-            s = dev.ensure_slots()[0]
-            stream = s.stream
-            d_rc = cuda.to_device(np.ascontiguousarray(read_codes), stream=stream)
-            d_rrc = cuda.to_device(np.ascontiguousarray(read_rc_codes), stream=stream)
-            d_off = cuda.to_device(np.ascontiguousarray(read_offsets), stream=stream)
+            # the batch's reads are on the device already when the seeder ran there (resident); the
+            # candidates go on a stream of this call's own, and the device's lock is held only while
+            # kernels run (Numba loads a kernel's module at its first launch on a GPU unguarded)
+            stream = cuda.stream()
+            d_rc, d_rrc, d_off = (resident(np.ascontiguousarray(a)) for a in (read_codes, read_rc_codes, read_offsets))
             per_cand = 4 + 1 + 8 * 3 + 8 + 4
             batch = self._batch_size(per_cand, hi - lo)
+            kernel_ms = 0.0
             for a in range(lo, hi, batch):
                 b = min(a + batch, hi)
                 d_read = cuda.to_device(np.ascontiguousarray(c_read[a:b]), stream=stream)
@@ -654,22 +655,22 @@ class GateKeeperCUDA:
                     kern = kernels(length, e, self.mode, dev.index)
                     d_idx = cuda.to_device(idx, stream=stream)
                     g, t = _grid(m)
-                    s.ev0.record(stream)
-                    kern.candidates[g, t, stream](d_rc, d_rrc, d_off, dev.ref_dev, d_read, d_strand,
-                                                  d_pos, d_lo, d_hi, d_idx, d_est, m)
-                    s.ev1.record(stream)
-                    s.ev1.synchronize()
-                    t_ms = s.ev0.elapsed_time(s.ev1)
-                    if t_ms > 0:
-                        dev.kernel_ms += t_ms
+                    ev0, ev1 = cuda.event(), cuda.event()
+                    with dev.lock:
+                        ev0.record(stream)
+                        kern.candidates[g, t, stream](d_rc, d_rrc, d_off, dev.ref_dev, d_read, d_strand,
+                                                      d_pos, d_lo, d_hi, d_idx, d_est, m)
+                        ev1.record(stream)
+                    ev1.synchronize()
+                    kernel_ms += max(ev0.elapsed_time(ev1), 0.0)
                 part = d_est.copy_to_host(stream=stream)
                 stream.synchronize()
                 zero = (keys[a:b] // 65536) == 0
                 part[zero] = 0
                 est[a:b] = part
+            return kernel_ms
 
-        self._on_devices(n, work)
-        self.kernel_ms = max(d.kernel_ms for d in self.devices)
+        self.kernel_ms = max(self._on_devices(n, work, locked=False))
         return est
 
     def close(self):

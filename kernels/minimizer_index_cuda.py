@@ -9,8 +9,8 @@ import numpy as np
 from numba import config as numba_config
 
 from pymap.kernels import minimizer_index as cpu
-from pymap.kernels.cuda_support import (cuda, fetch_rows, gpu_lock, kernel_callable, on_gpus, replace_rows, resident,
-                                        thread_scratch)
+from pymap.kernels.cuda_support import (cuda, fetch_rows, kernel_callable, on_gpus, replace_rows, resident,
+                                        run_on_scratch)
 from pymap.kernels.minimizers import ring_size
 from pymap.kernels.threads import tally
 
@@ -100,34 +100,30 @@ def query_batch_cuda(codes, offsets, max_edits, m, w, rule, order, max_occ, min_
         k = hi - lo
         nt = 32 if numba_config.ENABLE_CUDASIM else min(MAX_THREADS, -(-k // THREADS_PER_BLOCK) * THREADS_PER_BLOCK)
         tpb = min(nt, THREADS_PER_BLOCK)
-        with gpu_lock("minimizer"):                # one scratch per GPU
-            stream = cuda.stream()
-            d_table = [resident(a[name]) for name in ("bucket", "keys", "val", "val_hi", "multi", "multi_hi")]
-            d_codes = resident(codes)
-            d_in = [cuda.to_device(np.ascontiguousarray(x, np.int64), stream=stream)
-                    for x in (offsets[lo:hi + 1], max_edits[lo:hi])]
-            i64 = np.int64
-            scratch = thread_scratch("minimizer", [
-                ((ring_size(w),), i64), ((ring_size(w),), i64), ((maxl,), i64), ((maxl,), i64), ((maxl, 3), i64),
-                ((hc,), i64), ((hc,), i64), ((maxl,), i64), ((hc + 2,), i64), ((hc + 2,), i64),
-                ((8 * (hc + 2),), i64), ((2 * (hc + 2),), i64), ((2 * (hc + 2),), i64), ((2 * (hc + 2),), i64),
-                ((1,), i64)], nt)
-            d_out = [cuda.device_array(k * max_cands, np.int8, stream=stream),
-                     cuda.device_array(k * max_cands, np.int64, stream=stream)]
-            d_out += [cuda.device_array(k, np.int64, stream=stream) for _ in range(4)]
-            d_over = cuda.to_device(np.zeros(k, np.uint8), stream=stream)
-            ev0, ev1 = cuda.event(), cuda.event()
-            ev0.record(stream)
-            _k_query[nt // tpb, tpb, stream](d_codes, *d_in, m, w, rule, order, low_bits, flag, max_occ, min_hits,
-                                             float(min_frac), max_cands, *d_table, *scratch, *d_out, d_over)
-            ev1.record(stream)
-            for j in range(2, 6):
-                d_out[j].copy_to_host(out[j][lo:hi], stream=stream)
-            d_over.copy_to_host(over[lo:hi], stream=stream)
-            stream.synchronize()
-            found = [fetch_rows(d_out[j], out[2][lo:hi], max_cands, stream) for j in (0, 1)]
-            stream.synchronize()
-        return ev0.elapsed_time(ev1), found
+        stream = cuda.stream()
+        d_table = [resident(a[name]) for name in ("bucket", "keys", "val", "val_hi", "multi", "multi_hi")]
+        d_codes = resident(codes)
+        d_in = [cuda.to_device(np.ascontiguousarray(x, np.int64), stream=stream)
+                for x in (offsets[lo:hi + 1], max_edits[lo:hi])]
+        d_out = [cuda.device_array(k * max_cands, np.int8, stream=stream),
+                 cuda.device_array(k * max_cands, np.int64, stream=stream)]
+        d_out += [cuda.device_array(k, np.int64, stream=stream) for _ in range(4)]
+        d_over = cuda.to_device(np.zeros(k, np.uint8), stream=stream)
+        i64 = np.int64
+        specs = [((ring_size(w),), i64), ((ring_size(w),), i64), ((maxl,), i64), ((maxl,), i64), ((maxl, 3), i64),
+                 ((hc,), i64), ((hc,), i64), ((maxl,), i64), ((hc + 2,), i64), ((hc + 2,), i64),
+                 ((8 * (hc + 2),), i64), ((2 * (hc + 2),), i64), ((2 * (hc + 2),), i64), ((2 * (hc + 2),), i64),
+                 ((1,), i64)]
+        ms = run_on_scratch("minimizer", specs, nt, stream, lambda scratch: _k_query[nt // tpb, tpb, stream](
+            d_codes, *d_in, m, w, rule, order, low_bits, flag, max_occ, min_hits, float(min_frac), max_cands,
+            *d_table, *scratch, *d_out, d_over))
+        for j in range(2, 6):
+            d_out[j].copy_to_host(out[j][lo:hi], stream=stream)
+        d_over.copy_to_host(over[lo:hi], stream=stream)
+        stream.synchronize()
+        found = [fetch_rows(d_out[j], out[2][lo:hi], max_cands, stream) for j in (0, 1)]
+        stream.synchronize()
+        return ms, found
 
     done = on_gpus(n, part)
     redo = np.flatnonzero(over)

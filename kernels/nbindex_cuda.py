@@ -13,8 +13,8 @@ from numba import config as numba_config
 
 from pymap.kernels import diagonal_clusters as dc
 from pymap.kernels import nbindex_query as cpu
-from pymap.kernels.cuda_support import (cuda, fetch_rows, gpu_lock, kernel_callable, on_gpus, replace_rows, resident,
-                                        thread_scratch)
+from pymap.kernels.cuda_support import (cuda, fetch_rows, kernel_callable, on_gpus, replace_rows, resident,
+                                        run_on_scratch)
 from pymap.kernels.threads import tally
 
 #: hits one read strand may have on the device (more: the read is seeded on the CPU)
@@ -89,30 +89,25 @@ def query_batch_cuda(codes, rc_codes, offsets, max_edits, care, span, ln, step, 
         m = hi - lo
         nt = 32 if numba_config.ENABLE_CUDASIM else min(MAX_THREADS, -(-2 * m // THREADS_PER_BLOCK) * THREADS_PER_BLOCK)
         tpb = min(nt, THREADS_PER_BLOCK)
-        with gpu_lock("nbindex"):                  # one scratch per GPU
-            stream = cuda.stream()
-            d_index = [resident(a) for a in (blk, g, slots, pos)]
-            d_reads = [resident(a) for a in (codes, rc_codes)]
-            d_in = [cuda.to_device(np.ascontiguousarray(a, np.int64), stream=stream)
-                    for a in (offsets[lo:hi + 1], max_edits[lo:hi], steps[lo:hi], care)]
-            scratch = thread_scratch("nbindex", [
-                ((HIT_CAPACITY,), np.int64), ((rows, 7), np.int64), ((nvar,), np.int64), ((max(e_nb, 1),), np.int64),
-                ((max(npat_max, 1),), np.int64), ((HIT_CAPACITY,), np.int64), ((HIT_CAPACITY,), np.int64),
-                ((4 * HIT_CAPACITY,), np.int64)], nt)
-            d_pos = cuda.device_array(2 * m * max_cands, np.int64, stream=stream)
-            d_cnt = cuda.device_array(2 * m, np.int64, stream=stream)
-            d_over = cuda.to_device(np.zeros(m, np.uint8), stream=stream)
-            ev0, ev1 = cuda.event(), cuda.event()
-            ev0.record(stream)
-            _k_query[nt // tpb, tpb, stream](*d_reads, *d_in, span, ln, e_nb, max_occ, max_cands, min_hits,
-                                             *d_index, *scratch, d_pos, d_cnt, d_over)
-            ev1.record(stream)
-            d_cnt.copy_to_host(counts[2 * lo:2 * hi], stream=stream)
-            d_over.copy_to_host(over[lo:hi], stream=stream)
-            stream.synchronize()
-            found = fetch_rows(d_pos, counts[2 * lo:2 * hi], max_cands, stream)
-            stream.synchronize()
-        return ev0.elapsed_time(ev1), found
+        stream = cuda.stream()
+        d_index = [resident(a) for a in (blk, g, slots, pos)]
+        d_reads = [resident(a) for a in (codes, rc_codes)]
+        d_in = [cuda.to_device(np.ascontiguousarray(a, np.int64), stream=stream)
+                for a in (offsets[lo:hi + 1], max_edits[lo:hi], steps[lo:hi], care)]
+        d_pos = cuda.device_array(2 * m * max_cands, np.int64, stream=stream)
+        d_cnt = cuda.device_array(2 * m, np.int64, stream=stream)
+        d_over = cuda.to_device(np.zeros(m, np.uint8), stream=stream)
+        specs = [((HIT_CAPACITY,), np.int64), ((rows, 7), np.int64), ((nvar,), np.int64), ((max(e_nb, 1),), np.int64),
+                 ((max(npat_max, 1),), np.int64), ((HIT_CAPACITY,), np.int64), ((HIT_CAPACITY,), np.int64),
+                 ((4 * HIT_CAPACITY,), np.int64)]
+        ms = run_on_scratch("nbindex", specs, nt, stream, lambda scratch: _k_query[nt // tpb, tpb, stream](
+            *d_reads, *d_in, span, ln, e_nb, max_occ, max_cands, min_hits, *d_index, *scratch, d_pos, d_cnt, d_over))
+        d_cnt.copy_to_host(counts[2 * lo:2 * hi], stream=stream)
+        d_over.copy_to_host(over[lo:hi], stream=stream)
+        stream.synchronize()
+        found = fetch_rows(d_pos, counts[2 * lo:2 * hi], max_cands, stream)
+        stream.synchronize()
+        return ms, found
 
     done = on_gpus(n, part)
     if timing is not None:                         # the GPUs run side by side: the slowest one's time
