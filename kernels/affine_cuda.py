@@ -15,7 +15,8 @@ from numba import config as numba_config
 from numba import njit
 
 from pymap.kernels import affine as cpu
-from pymap.kernels.cuda_support import cuda, kernel_callable, on_gpus, resident, run_on_scratch
+from pymap.kernels.cuda_support import (call_buffers, call_inputs, cuda, kernel_callable, on_gpus, resident,
+                                        run_on_scratch)
 from pymap.kernels.threads import tally
 
 #: CIGAR ops kept per candidate on the device
@@ -87,10 +88,8 @@ def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_s
         nt = _threads(m, maxl, maxb)
         stream = cuda.stream()
         d_reads = [resident(a) for a in args[:4]]   # a batch's reads serve all its extender calls
-        d = [cuda.to_device(np.ascontiguousarray(a[lo:hi]), stream=stream) for a in args[4:] + (c_min,)]
-        d_p = cuda.to_device(P, stream=stream)
-        d_res = cuda.device_array((m, 7), np.int64, stream=stream)
-        d_cig = cuda.device_array((m if traceback else 1, SLOT), np.uint32, stream=stream)
+        *d, d_p = call_inputs("affine", [a[lo:hi] for a in args[4:] + (c_min,)] + [P], stream)
+        d_res, d_cig = call_buffers("affine.out", [((m, 7), np.int64), ((m if traceback else 1, SLOT), np.uint32)])
         tpb = min(nt, THREADS_PER_BLOCK)
         specs = [((maxb + 1,), np.int32)] * 2 + [((maxb,), np.int32)] * 4 + [
             (((maxl + 1) * maxb,), np.uint8), ((2 * maxl + 1,), np.uint32), ((2 * maxl + 3,), np.uint32)]

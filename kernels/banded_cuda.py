@@ -11,7 +11,8 @@ import numpy as np
 from numba import config as numba_config
 
 from pymap.kernels import banded as cpu
-from pymap.kernels.cuda_support import cuda, kernel_callable, on_gpus, resident, run_on_scratch
+from pymap.kernels.cuda_support import (call_buffers, call_inputs, cuda, kernel_callable, on_gpus, resident,
+                                        run_on_scratch)
 from pymap.kernels.threads import tally
 
 THREADS_PER_BLOCK = 128
@@ -73,10 +74,8 @@ def banded_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand,
         np.cumsum(slots[lo:hi], out=bound[1:])
         stream = cuda.stream()
         d_reads = [resident(a) for a in args[:4]]
-        d = [cuda.to_device(np.ascontiguousarray(a[lo:hi]), stream=stream) for a in args[4:]]
-        d_bound = cuda.to_device(bound, stream=stream)
-        d_res = cuda.device_array((m, 3), np.int64, stream=stream)
-        d_cig = cuda.device_array(max(int(bound[-1]), 1), np.uint32, stream=stream)
+        *d, d_bound = call_inputs("banded", [a[lo:hi] for a in args[4:]] + [bound], stream)
+        d_res, d_cig = call_buffers("banded.out", [((m, 3), np.int64), ((max(int(bound[-1]), 1),), np.uint32)])
         tpb = min(nt, THREADS_PER_BLOCK)
         specs = [((4 * (maxl + 1) * nwm,), np.uint64), ((5 * nbm,), np.uint64)]
         ms = run_on_scratch("banded", specs, nt, stream, lambda scratch: _k_extend[nt // tpb, tpb, stream](

@@ -52,6 +52,19 @@ def resident(host):
 _SCRATCH = {}
 
 
+def _cut(bufs, specs):
+    """Arrays of the given (shape, dtype) specs cut from the device buffers in bufs (a list, one per
+    spec), replacing those that are too small or of another dtype."""
+    out = []
+    for k, (shape, dtype) in enumerate(specs):
+        shape = tuple(int(x) for x in shape)
+        size = int(np.prod(shape))
+        if bufs[k] is None or bufs[k].shape[0] < size or bufs[k].dtype != np.dtype(dtype):
+            bufs[k] = cuda.device_array(max(size, 1), dtype)
+        out.append(bufs[k][:size].reshape(shape))
+    return out
+
+
 def thread_scratch(tag, specs, nt):
     """Per-thread scratch for a kernel of nt threads: for each (shape, dtype) of specs an array of
     shape + (nt,), thread-minor (the threads of a warp touching one element touch adjacent ones),
@@ -60,13 +73,51 @@ def thread_scratch(tag, specs, nt):
     gpu = getattr(cuda.get_current_device(), "id", 0)
     _release_at_exit()
     bufs = _SCRATCH.setdefault((tag, gpu), [None] * len(specs))
-    out = []
-    for k, (shape, dtype) in enumerate(specs):
-        shape = tuple(int(x) for x in shape) + (int(nt),)
-        size = int(np.prod(shape))
-        if bufs[k] is None or bufs[k].shape[0] < size or bufs[k].dtype != np.dtype(dtype):
-            bufs[k] = cuda.device_array(size, dtype)
-        out.append(bufs[k][:size].reshape(shape))
+    bufs.extend([None] * (len(specs) - len(bufs)))
+    return _cut(bufs, [(tuple(shape) + (nt,), dtype) for shape, dtype in specs])
+
+
+#: call_buffers' buffers by (tag, GPU, thread)
+_CALL = {}
+_CALL_LOCK = threading.Lock()
+_THREAD = threading.local()
+
+
+class _ThreadEnd:
+    """Held in a thread's locals: when the thread ends, its call buffers are dropped."""
+
+
+def call_buffers(tag, specs):
+    """Device arrays of the given (shape, dtype) specs for one call of a stage (tag) on this thread
+    and the current GPU, cut from buffers the thread keeps and grows: valid until the thread's next
+    call with that tag. cuMemAlloc and cuMemFree synchronise the whole GPU, so arrays allocated and
+    freed per call made batches side by side wait for each other's kernels."""
+    gpu = getattr(cuda.get_current_device(), "id", 0)
+    ident = threading.get_ident()
+    if getattr(_THREAD, "end", None) is None:
+        _THREAD.end = _ThreadEnd()
+        weakref.finalize(_THREAD.end, _drop_thread_buffers, ident)
+    _release_at_exit()
+    with _CALL_LOCK:
+        bufs = _CALL.setdefault((tag, gpu, ident), [])
+    bufs.extend([None] * (len(specs) - len(bufs)))
+    return _cut(bufs, specs)
+
+
+def _drop_thread_buffers(ident):
+    with _CALL_LOCK:
+        for key in [k for k in _CALL if k[2] == ident]:
+            del _CALL[key]
+
+
+def call_inputs(tag, arrays, stream):
+    """Device copies of host arrays (made contiguous) for one call of a stage, in this thread's
+    buffers for that tag (call_buffers), copied on `stream`."""
+    arrays = [np.ascontiguousarray(a) for a in arrays]
+    out = call_buffers(tag, [(a.shape, a.dtype) for a in arrays])
+    for d, a in zip(out, arrays):
+        if a.size:
+            d.copy_to_device(a, stream=stream)
     return out
 
 
@@ -112,18 +163,14 @@ def release():
     leave the rest to the contexts' teardown. Left to the interpreter's exit, the device arrays of
     two GPUs were freed in the wrong context: a finished two-GPU run ended in a segmentation fault
     (the GateKeeper driver releases its buffers the same way)."""
-    gpus = {key[1] for key in _RESIDENT} | {key[1] for key in _SCRATCH} | _USED
+    held = (_RESIDENT, _SCRATCH, _CALL)
+    gpus = {key[1] for kept in held for key in list(kept)} | _USED
     for gpu in sorted(gpus):
-        drop = [k for k in _RESIDENT if k[1] == gpu] + [k for k in _SCRATCH if k[1] == gpu]
         if _simulator():
-            for k in drop:
-                _RESIDENT.pop(k, None)
-                _SCRATCH.pop(k, None)
+            _drop_gpu(held, gpu)
             continue
         with cuda.gpus[gpu]:
-            for k in drop:
-                _RESIDENT.pop(k, None)
-                _SCRATCH.pop(k, None)
+            _drop_gpu(held, gpu)
             gc.collect()           # what is unreachable now is freed here, in its own GPU's context
             pending = getattr(cuda.current_context(), "deallocations", None)
             if pending is not None:
@@ -135,6 +182,12 @@ def release():
                 held = pending.disable()
                 held.__enter__()
                 _DISABLED.append(held)
+
+
+def _drop_gpu(held, gpu):
+    for kept in held:
+        for k in [k for k in list(kept) if k[1] == gpu]:
+            kept.pop(k, None)
 
 
 def kernel_callable(f):
@@ -232,8 +285,9 @@ def fetch_rows(d_src, counts, width, stream):
     if total == 0:
         return np.empty(0, d_src.dtype)
     first = np.cumsum(counts) - counts
-    d_first, d_count = cuda.to_device(first, stream=stream), cuda.to_device(counts, stream=stream)
-    d_dst = cuda.device_array(total, d_src.dtype, stream=stream)
+    tag = f"fetch_rows.{np.dtype(d_src.dtype).name}"
+    d_first, d_count = call_inputs(tag, [first, counts], stream)
+    (d_dst,) = call_buffers(tag + ".out", [((total,), d_src.dtype)])
     tpb = 32 if _simulator() else 256
     blocks = max(1, min(1024, -(-counts.shape[0] // tpb)))
     with gpu_lock("fetch_rows"):   # Numba loads a kernel's module at its first launch on a GPU unguarded
@@ -256,4 +310,5 @@ def replace_rows(counts, values, rows, sub_counts, sub_values):
 
 
 __all__ = ["batch_on_gpu", "cuda", "cuda_available", "fetch_rows", "gpu_count", "gpu_lock", "kernel_callable",
-           "note_gpu", "on_gpus", "pinned_gpu", "replace_rows", "resident", "run_on_scratch", "thread_scratch"]
+           "note_gpu", "on_gpus", "pinned_gpu", "replace_rows", "resident", "run_on_scratch", "thread_scratch",
+           "call_buffers", "call_inputs"]

@@ -29,7 +29,7 @@ import numpy as np
 from numba import config as numba_config
 from numba import uint64
 
-from pymap.kernels.cuda_support import cuda, note_gpu, pinned_gpu, resident
+from pymap.kernels.cuda_support import call_buffers, call_inputs, cuda, note_gpu, pinned_gpu, resident
 from pymap.kernels.packed_ref import complete
 from pymap.kernels.gatekeeper_cpu import (MODE_FULL, MODE_NONE, MODE_PUBLISHED, REJECT, UNDEFINED,
                                     encode_pair_words)
@@ -634,12 +634,9 @@ class GateKeeperCUDA:
             kernel_ms = 0.0
             for a in range(lo, hi, batch):
                 b = min(a + batch, hi)
-                d_read = cuda.to_device(np.ascontiguousarray(c_read[a:b]), stream=stream)
-                d_strand = cuda.to_device(np.ascontiguousarray(c_strand[a:b]), stream=stream)
-                d_pos = cuda.to_device(np.ascontiguousarray(c_pos[a:b]), stream=stream)
-                d_lo = cuda.to_device(np.ascontiguousarray(c_lo[a:b]), stream=stream)
-                d_hi = cuda.to_device(np.ascontiguousarray(c_hi[a:b]), stream=stream)
-                d_est = cuda.device_array(b - a, np.int32, stream=stream)
+                d_read, d_strand, d_pos, d_lo, d_hi = call_inputs(
+                    "gatekeeper", [x[a:b] for x in (c_read, c_strand, c_pos, c_lo, c_hi)], stream)
+                (d_est,) = call_buffers("gatekeeper.out", [((b - a,), np.int32)])
                 kk = keys[a:b]
                 if kk.min() == kk.max():            # the usual batch: one read length, one E
                     groups = [(kk[0], np.zeros(0, np.int64), b - a)]
@@ -653,7 +650,7 @@ class GateKeeperCUDA:
                     if length == 0:
                         continue
                     kern = kernels(length, e, self.mode, dev.index)
-                    d_idx = cuda.to_device(idx, stream=stream)
+                    (d_idx,) = call_inputs("gatekeeper.idx", [idx], stream)
                     g, t = _grid(m)
                     ev0, ev1 = cuda.event(), cuda.event()
                     with dev.lock:

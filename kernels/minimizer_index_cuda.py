@@ -9,8 +9,8 @@ import numpy as np
 from numba import config as numba_config
 
 from pymap.kernels import minimizer_index as cpu
-from pymap.kernels.cuda_support import (cuda, fetch_rows, kernel_callable, on_gpus, replace_rows, resident,
-                                        run_on_scratch)
+from pymap.kernels.cuda_support import (call_buffers, call_inputs, cuda, fetch_rows, kernel_callable, on_gpus,
+                                        replace_rows, resident, run_on_scratch)
 from pymap.kernels.minimizers import ring_size
 from pymap.kernels.threads import tally
 
@@ -103,12 +103,10 @@ def query_batch_cuda(codes, offsets, max_edits, m, w, rule, order, max_occ, min_
         stream = cuda.stream()
         d_table = [resident(a[name]) for name in ("bucket", "keys", "val", "val_hi", "multi", "multi_hi")]
         d_codes = resident(codes)
-        d_in = [cuda.to_device(np.ascontiguousarray(x, np.int64), stream=stream)
-                for x in (offsets[lo:hi + 1], max_edits[lo:hi])]
-        d_out = [cuda.device_array(k * max_cands, np.int8, stream=stream),
-                 cuda.device_array(k * max_cands, np.int64, stream=stream)]
-        d_out += [cuda.device_array(k, np.int64, stream=stream) for _ in range(4)]
-        d_over = cuda.to_device(np.zeros(k, np.uint8), stream=stream)
+        *d_in, d_over = call_inputs("minimizer", [np.asarray(x, np.int64) for x in (offsets[lo:hi + 1], max_edits[lo:hi])]
+                                    + [np.zeros(k, np.uint8)], stream)
+        d_out = call_buffers("minimizer.out", [((k * max_cands,), np.int8), ((k * max_cands,), np.int64)]
+                             + [((k,), np.int64)] * 4)
         i64 = np.int64
         specs = [((ring_size(w),), i64), ((ring_size(w),), i64), ((maxl,), i64), ((maxl,), i64), ((maxl, 3), i64),
                  ((hc,), i64), ((hc,), i64), ((maxl,), i64), ((hc + 2,), i64), ((hc + 2,), i64),

@@ -13,8 +13,8 @@ from numba import config as numba_config
 
 from pymap.kernels import diagonal_clusters as dc
 from pymap.kernels import nbindex_query as cpu
-from pymap.kernels.cuda_support import (cuda, fetch_rows, kernel_callable, on_gpus, replace_rows, resident,
-                                        run_on_scratch)
+from pymap.kernels.cuda_support import (call_buffers, call_inputs, cuda, fetch_rows, kernel_callable, on_gpus,
+                                        replace_rows, resident, run_on_scratch)
 from pymap.kernels.threads import tally
 
 #: hits one read strand may have on the device (more: the read is seeded on the CPU)
@@ -92,11 +92,9 @@ def query_batch_cuda(codes, rc_codes, offsets, max_edits, care, span, ln, step, 
         stream = cuda.stream()
         d_index = [resident(a) for a in (blk, g, slots, pos)]
         d_reads = [resident(a) for a in (codes, rc_codes)]
-        d_in = [cuda.to_device(np.ascontiguousarray(a, np.int64), stream=stream)
-                for a in (offsets[lo:hi + 1], max_edits[lo:hi], steps[lo:hi], care)]
-        d_pos = cuda.device_array(2 * m * max_cands, np.int64, stream=stream)
-        d_cnt = cuda.device_array(2 * m, np.int64, stream=stream)
-        d_over = cuda.to_device(np.zeros(m, np.uint8), stream=stream)
+        *d_in, d_over = call_inputs("nbindex", [np.asarray(a, np.int64) for a in (
+            offsets[lo:hi + 1], max_edits[lo:hi], steps[lo:hi], care)] + [np.zeros(m, np.uint8)], stream)
+        d_pos, d_cnt = call_buffers("nbindex.out", [((2 * m * max_cands,), np.int64), ((2 * m,), np.int64)])
         specs = [((HIT_CAPACITY,), np.int64), ((rows, 7), np.int64), ((nvar,), np.int64), ((max(e_nb, 1),), np.int64),
                  ((max(npat_max, 1),), np.int64), ((HIT_CAPACITY,), np.int64), ((HIT_CAPACITY,), np.int64),
                  ((4 * HIT_CAPACITY,), np.int64)]
