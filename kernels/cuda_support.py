@@ -138,6 +138,8 @@ def run_on_scratch(tag, specs, nt, stream, launch):
     return ev0.elapsed_time(ev1)
 
 
+#: the device arrays the process keeps: resident copies, scratch, call buffers
+_KEPT = (_RESIDENT, _SCRATCH, _CALL)
 _AT_EXIT = []
 #: the pending-deallocation lists disabled at exit (release)
 _DISABLED = []
@@ -163,14 +165,13 @@ def release():
     leave the rest to the contexts' teardown. Left to the interpreter's exit, the device arrays of
     two GPUs were freed in the wrong context: a finished two-GPU run ended in a segmentation fault
     (the GateKeeper driver releases its buffers the same way)."""
-    held = (_RESIDENT, _SCRATCH, _CALL)
-    gpus = {key[1] for kept in held for key in list(kept)} | _USED
+    gpus = {key[1] for kept in _KEPT for key in list(kept)} | _USED
     for gpu in sorted(gpus):
         if _simulator():
-            _drop_gpu(held, gpu)
+            _drop_gpu(gpu)
             continue
         with cuda.gpus[gpu]:
-            _drop_gpu(held, gpu)
+            _drop_gpu(gpu)
             gc.collect()           # what is unreachable now is freed here, in its own GPU's context
             pending = getattr(cuda.current_context(), "deallocations", None)
             if pending is not None:
@@ -184,8 +185,9 @@ def release():
                 _DISABLED.append(held)
 
 
-def _drop_gpu(held, gpu):
-    for kept in held:
+def _drop_gpu(gpu):
+    """Drop what the process keeps on GPU `gpu` (keys hold the GPU second)."""
+    for kept in _KEPT:
         for k in [k for k in list(kept) if k[1] == gpu]:
             kept.pop(k, None)
 
