@@ -11,7 +11,8 @@ from numba import config as numba_config
 
 from pymap.batch import MIN_BAND, Alignments, CandidateBatch, ReadBatch
 from pymap.errors import PluginContractError
-from pymap.kernels.cigar import cigar_edits, cigar_spans
+from pymap.kernels import contracts
+from pymap.kernels.cigar import cigar_spans
 from pymap.kernels.encoding import count_code
 from pymap.kernels.pairing import pair_hits
 from pymap.kernels.sam import NO_XS, REASONS, format_sam
@@ -696,22 +697,14 @@ def check_candidates(seeder, cands, n_reads, ref_len):
     read, strand, pos = (np.asarray(x) for x in (cands.read, cands.strand, cands.pos))
     if not (read.shape == strand.shape == pos.shape and read.ndim == 1):
         raise PluginContractError(f"{who}: Candidates arrays differ in shape")
-    if read.size == 0:
-        return
-    if read.min() < 0 or read.max() >= n_reads:
-        raise PluginContractError(f"{who}: a candidate names a read outside the batch")
-    if np.any((strand != 0) & (strand != 1)):
-        raise PluginContractError(f"{who}: a candidate strand is not 0 or 1")
-    if pos.min() < -ref_len or pos.max() >= 2 * ref_len:
-        raise PluginContractError(f"{who}: a candidate position is far outside the reference")
-    r, s_, p = read.astype(np.int64), strand.astype(np.int64), pos.astype(np.int64)
-    step = np.stack([np.diff(r), np.diff(s_), np.diff(p)])
-    # lexicographic order: the first non-zero difference of (read, strand, pos) must be positive
-    nz = step != 0
-    first = np.where(nz.any(axis=0), nz.argmax(axis=0), 0)
-    lead = step[first, np.arange(step.shape[1])]
-    if np.any(lead <= 0):
-        raise PluginContractError(f"{who}: candidates are not sorted by (read, strand, pos) or not unique")
+    code = contracts.candidates_error(*(np.ascontiguousarray(x, np.int64) for x in (read, strand, pos)),
+                                      n_reads, ref_len)
+    if code:
+        raise PluginContractError(f"{who}: " + {
+            contracts.READ_OUTSIDE: "a candidate names a read outside the batch",
+            contracts.BAD_STRAND: "a candidate strand is not 0 or 1",
+            contracts.FAR_POSITION: "a candidate position is far outside the reference",
+            contracts.NOT_SORTED: "candidates are not sorted by (read, strand, pos) or not unique"}[code])
 
 
 def check_alignments(extender, cands, aln, traceback):
@@ -721,40 +714,41 @@ def check_alignments(extender, cands, aln, traceback):
     for name in ("found", "score", "edits", "start"):
         if np.shape(getattr(aln, name)) != (n,):
             raise PluginContractError(f"{who}: Alignments.{name} must hold {n} values")
-    aln.found = np.asarray(aln.found, np.bool_)
-    aln.score = np.asarray(aln.score, np.int32)
-    aln.edits = np.asarray(aln.edits, np.int32)
-    aln.start = np.asarray(aln.start, np.int64)
-    f = aln.found
-    bound = cands.max_edits[f] if extender.scoring == "edits" else np.iinfo(np.int32).max
-    if np.any(aln.edits[f] > bound) or np.any(aln.edits[f] < 0):
-        raise PluginContractError(f"{who}: an alignment has more edits than its threshold")
-    if np.any(aln.start[f] < cands.lo[f]) or np.any(aln.start[f] >= np.maximum(cands.hi[f], cands.lo[f] + 1)):
-        raise PluginContractError(f"{who}: an alignment starts outside its contig")
-    if not traceback:
-        return
-    if aln.cigar is None or aln.cigar_offsets is None or np.shape(aln.cigar_offsets) != (n + 1,):
-        raise PluginContractError(f"{who}: traceback=True needs cigar and cigar_offsets ({n + 1} offsets)")
-    aln.cigar = np.ascontiguousarray(aln.cigar, np.uint32)
-    aln.cigar_offsets = np.ascontiguousarray(aln.cigar_offsets, np.int64)
-    offs = aln.cigar_offsets
-    if offs[0] != 0 or np.any(np.diff(offs) < 0) or offs[-1] != aln.cigar.shape[0]:
-        raise PluginContractError(f"{who}: cigar_offsets are not monotone from 0 to len(cigar)")
-    qlen, rlen, bad = cigar_spans(aln.cigar, offs)
-    fi = np.flatnonzero(f)
-    if bad.any():
-        raise PluginContractError(f"{who}: a CIGAR holds an op other than M, I, D, S, or S inside")
-    if np.any(qlen[fi] != cands.lengths[fi]):
-        i = fi[np.flatnonzero(qlen[fi] != cands.lengths[fi])[0]]
-        raise PluginContractError(f"{who}: a CIGAR covers {qlen[i]} read bases of {cands.lengths[i]}")
-    if np.any(aln.start[fi] + rlen[fi] > cands.hi[fi]):
-        raise PluginContractError(f"{who}: an alignment runs past its contig's end")
+    aln.found = np.ascontiguousarray(aln.found, np.bool_)
+    aln.score = np.ascontiguousarray(aln.score, np.int32)
+    aln.edits = np.ascontiguousarray(aln.edits, np.int32)
+    aln.start = np.ascontiguousarray(aln.start, np.int64)
+    walk = False
+    if traceback:
+        if aln.cigar is None or aln.cigar_offsets is None or np.shape(aln.cigar_offsets) != (n + 1,):
+            raise PluginContractError(f"{who}: traceback=True needs cigar and cigar_offsets ({n + 1} offsets)")
+        aln.cigar = np.ascontiguousarray(aln.cigar, np.uint32)
+        aln.cigar_offsets = np.ascontiguousarray(aln.cigar_offsets, np.int64)
+        offs = aln.cigar_offsets
+        walk = bool(offs[0] == 0 and offs[-1] == aln.cigar.shape[0] and np.all(offs[1:] >= offs[:-1]))
     r = cands.reads
-    nm = cigar_edits(aln.cigar, offs, aln.start, r.codes, r.rc_codes, r.offsets, cands.read, cands.strand,
-                     cands.ref_codes)
-    if np.any(nm[fi] != aln.edits[fi]):
-        i = fi[np.flatnonzero(nm[fi] != aln.edits[fi])[0]]
-        raise PluginContractError(f"{who}: its traceback disagrees with its edit count (NM {aln.edits[i]}, "
-                                  f"the CIGAR gives {nm[i]})")
-    if extender.scoring == "edits" and np.any(aln.score[fi] != -aln.edits[fi]):
-        raise PluginContractError(f"{who}: scoring 'edits' but a score is not -edits")
+    edit_scoring = extender.scoring == "edits"
+    err, nm = contracts.alignments_errors(
+        aln.found, aln.score, aln.edits, aln.start, cands.max_edits, cands.lo, cands.hi, edit_scoring, walk,
+        aln.cigar if walk else np.empty(0, np.uint32), aln.cigar_offsets if walk else np.zeros(n + 1, np.int64),
+        r.codes, r.rc_codes, r.offsets, cands.read, cands.strand, cands.ref_codes)
+    bad = np.flatnonzero(err)
+    code = int(err[bad].min()) if bad.size else 0
+    if code in (contracts.TOO_MANY_EDITS, contracts.START_OUTSIDE):
+        raise PluginContractError(f"{who}: " + ("an alignment has more edits than its threshold"
+                                                if code == contracts.TOO_MANY_EDITS else
+                                                "an alignment starts outside its contig"))
+    if traceback and not walk:
+        raise PluginContractError(f"{who}: cigar_offsets are not monotone from 0 to len(cigar)")
+    if not code:
+        return
+    i = int(bad[np.argmax(err[bad] == code)])
+    if code == contracts.READ_SPAN:
+        qlen = int(cigar_spans(aln.cigar, aln.cigar_offsets[i:i + 2])[0][0])
+        raise PluginContractError(f"{who}: a CIGAR covers {qlen} read bases of {cands.lengths[i]}")
+    raise PluginContractError(f"{who}: " + {
+        contracts.BAD_OP: "a CIGAR holds an op other than M, I, D, S, or S inside",
+        contracts.PAST_END: "an alignment runs past its contig's end",
+        contracts.NM_DIFFERS: f"its traceback disagrees with its edit count (NM {aln.edits[i]}, the CIGAR "
+                              f"gives {nm[i]})",
+        contracts.SCORE_NOT_EDITS: "scoring 'edits' but a score is not -edits"}[code])
