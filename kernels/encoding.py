@@ -75,14 +75,21 @@ def _reverse_complement_ranges(r0, r1, codes, offsets, out):
             out[a + i] = 3 - c if c < 4 else 4
 
 
-@njit(cache=True, nogil=True)
 def count_code(codes, offsets, code):
-    """Per read (codes[offsets[i]:offsets[i+1]]), how many bases have mapping code `code`."""
-    n = offsets.shape[0] - 1
-    out = np.zeros(n, np.int64)
-    for r in range(n):
+    """Per read (codes[offsets[i]:offsets[i+1]]), how many bases have mapping code `code`; threads
+    over ranges of reads."""
+    from pymap.kernels.threads import range_bounds, run_ranges
+    offsets = np.ascontiguousarray(offsets, np.int64)
+    out = np.zeros(offsets.shape[0] - 1, np.int64)
+    run_ranges(_count_code_ranges, range_bounds(out.shape[0], 4096), np.ascontiguousarray(codes, np.uint8),
+               offsets, np.uint8(code), out)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _count_code_ranges(r0, r1, codes, offsets, code, out):
+    for r in range(r0, r1):
         c = 0
         for q in range(offsets[r], offsets[r + 1]):
             c += codes[q] == code
         out[r] = c
-    return out

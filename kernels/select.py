@@ -135,14 +135,32 @@ def select_hits(h_read, h_strand, h_start, h_score, n_reads, read_span, read_flo
 
 
 def query_spans(cigar, cigar_offsets, which, strand, length):
-    """Read interval [begin, end) of alignments `which` in the read's own orientation (a reverse
-    strand alignment's clips swap ends): its leading and trailing soft clips removed."""
-    first = cigar[cigar_offsets[which]]
-    last = cigar[cigar_offsets[which + 1] - 1]
-    lead = np.where(first & 15 == 4, first >> 4, 0).astype(np.int64)
-    trail = np.where(last & 15 == 4, last >> 4, 0).astype(np.int64)
-    rev = strand == 1
-    return np.where(rev, trail, lead), length - np.where(rev, lead, trail)
+    """Read interval [begin, end) of alignments `which` (strand and read length given per entry) in
+    the read's own orientation (a reverse strand alignment's clips swap ends): its leading and
+    trailing soft clips removed; an empty CIGAR clips nothing."""
+    return _query_spans(np.ascontiguousarray(cigar, np.uint32), np.ascontiguousarray(cigar_offsets, np.int64),
+                        np.ascontiguousarray(which, np.int64), np.ascontiguousarray(strand, np.int8),
+                        np.ascontiguousarray(length, np.int64))
+
+
+@njit(cache=True, nogil=True)
+def _query_spans(cigar, cigar_offsets, which, strand, length):
+    n = which.shape[0]
+    begin = np.zeros(n, np.int64)
+    end = np.empty(n, np.int64)
+    for i in range(n):
+        a, b = cigar_offsets[which[i]], cigar_offsets[which[i] + 1]
+        lead = trail = np.int64(0)
+        if b > a:
+            if cigar[a] & 15 == 4:
+                lead = np.int64(cigar[a] >> 4)
+            if cigar[b - 1] & 15 == 4:
+                trail = np.int64(cigar[b - 1] >> 4)
+        if strand[i] == 1:
+            lead, trail = trail, lead
+        begin[i] = lead
+        end[i] = length[i] - trail
+    return begin, end
 
 
 def pick_supplementary(h_read, h_qbeg, h_qend, h_score, keep, primary, n_reads):

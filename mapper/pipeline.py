@@ -13,6 +13,7 @@ from pymap.batch import MIN_BAND, Alignments, CandidateBatch, ReadBatch
 from pymap.errors import PluginContractError
 from pymap.kernels import contracts
 from pymap.kernels.cigar import cigar_spans
+from pymap.kernels.contigs import place_on_contigs
 from pymap.kernels.encoding import count_code
 from pymap.kernels.pairing import pair_hits
 from pymap.kernels.sam import NO_XS, REASONS, format_sam
@@ -163,28 +164,13 @@ class Pipeline:
                 raise PluginContractError(f"seeder {getattr(self.seeder, 'name', '?')!r}: mapq_cap must hold one "
                                           f"integer per read ({mappable.size}), got {cap.dtype}{list(cap.shape)}")
             caps[mappable] = np.minimum(cap.astype(np.int64), MAPQ_MAX)
-        lengths = batch.lengths
-        L = lengths[cands.read].astype(np.int64)
-        e = maxe[cands.read].astype(np.int64)
-        offs = self.ref.offsets
-        last = len(offs) - 2
-        ctg = np.clip(np.searchsorted(offs, cands.pos + L // 2, side="right") - 1, 0, last)
-        if self.extender.scoring != "edits":
-            # a read over a contig end is aligned (clipped) on both sides: one candidate per contig
-            first = np.clip(np.searchsorted(offs, cands.pos, side="right") - 1, 0, last)
-            final = np.clip(np.searchsorted(offs, cands.pos + L - 1, side="right") - 1, 0, last)
-            two = np.flatnonzero(first != final)
-            cands = cands.take(np.concatenate([np.arange(len(cands)), two]))
-            ctg = np.concatenate([first, final[two]])
-            L, e = np.concatenate([L, L[two]]), np.concatenate([e, e[two]])
-            need = np.minimum(L - e, MIN_ALIGNED)
-        else:
-            need = L - e
-        lo, hi = offs[ctg], offs[ctg + 1]
-        span = np.minimum(hi, cands.pos + L + e) - np.maximum(lo, cands.pos - e)
-        idx = np.flatnonzero(span >= need)
-        c = cands.take(idx)
-        return self.candidate_batch(batch, c.read, c.strand, c.pos, lo[idx], hi[idx], e[idx])
+        # a scoring extender aligns a read over a contig end (clipped) on both sides: a candidate per contig
+        read, strand, pos = (np.ascontiguousarray(x, t) for x, t in ((cands.read, np.int32),
+                                                                      (cands.strand, np.int8), (cands.pos, np.int64)))
+        placed = place_on_contigs(read, strand, pos, batch.offsets, maxe,
+                                  np.ascontiguousarray(self.ref.offsets, np.int64), self.extender.scoring != "edits",
+                                  MIN_ALIGNED)
+        return self.candidate_batch(batch, *placed)
 
     def candidate_batch(self, batch, read, strand, pos, lo, hi, max_edits):
         """A CandidateBatch of these candidates, the reference decoded wherever a filter or an

@@ -92,7 +92,8 @@ def test_each_broken_rule_is_named(answers, rule, message):
         "edits": dict(edits=set_at(i, -1)),
         "start_low": dict(start=set_at(i, -5)),
         "op": dict(cigar=set_at(k, np.uint32(int(aln.cigar[k]) & ~15 | 7))),
-        "span": dict(cigar=set_at(last, np.uint32(((int(aln.cigar[last]) >> 4) - 1) << 4 | (int(aln.cigar[last]) & 15)))),
+        "span": dict(cigar=set_at(last, np.uint32(((int(aln.cigar[last]) >> 4) - 1) << 4
+                                                  | (int(aln.cigar[last]) & 15)))),
         "past_end": dict(start=set_at(i, CONTIG - 10)),
         "nm": dict(edits=set_at(i, 3) if aln.edits[i] != 3 else set_at(i, 4)),
         "offsets": dict(cigar_offsets=set_at(i + 1, aln.cigar_offsets[i] - 1)),

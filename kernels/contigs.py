@@ -1,0 +1,62 @@
+"""Seeded candidates placed on the reference's contigs, in one pass (Pipeline.candidates)."""
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def _contig_of(ctg_offsets, x):
+    """The contig holding global position x (contig k spans [ctg_offsets[k], ctg_offsets[k + 1])), clamped
+    to the first and last contig for positions before or beyond the reference."""
+    k = np.searchsorted(ctg_offsets, x, side="right") - 1
+    return min(max(k, 0), ctg_offsets.shape[0] - 2)
+
+
+@njit(cache=True, nogil=True)
+def place_on_contigs(read, strand, pos, read_offsets, max_edits, ctg_offsets, split, min_aligned):
+    """(read, strand, pos, lo, hi, e) of the candidates whose window on their contig [lo, hi) holds
+    enough of the read: its diagonal's span pos - e .. pos + L + e inside the contig must cover
+    L - e bases, or with split min(L - e, min_aligned), L the read's length, e max_edits[read].
+
+    Without split a candidate's contig is the one holding the middle of its read; with split (a
+    scoring extender, which clips) a read over a contig end gives one candidate per contig: the
+    contig of its first base in input order, then, after all of those, the contig of its last base
+    for the candidates whose two differ."""
+    n = read.shape[0]
+    first = np.empty(n, np.int64)
+    final = np.empty(n, np.int64)
+    length = np.empty(n, np.int64)
+    n_two = 0
+    for i in range(n):
+        L = read_offsets[read[i] + 1] - read_offsets[read[i]]
+        length[i] = L
+        if split:
+            first[i] = _contig_of(ctg_offsets, pos[i])
+            final[i] = _contig_of(ctg_offsets, pos[i] + L - 1)
+            if first[i] != final[i]:
+                n_two += 1
+        else:
+            first[i] = _contig_of(ctg_offsets, pos[i] + L // 2)
+            final[i] = first[i]
+    m = n + n_two
+    o_read = np.empty(m, np.int32)
+    o_strand = np.empty(m, np.int8)
+    o_pos = np.empty(m, np.int64)
+    o_lo = np.empty(m, np.int64)
+    o_hi = np.empty(m, np.int64)
+    o_e = np.empty(m, np.int64)
+    k = 0
+    for second in range(2 if split else 1):
+        for i in range(n):
+            if second and first[i] == final[i]:
+                continue
+            c = final[i] if second else first[i]
+            L = length[i]
+            e = np.int64(max_edits[read[i]])
+            lo, hi = ctg_offsets[c], ctg_offsets[c + 1]
+            need = min(L - e, min_aligned) if split else L - e
+            if min(hi, pos[i] + L + e) - max(lo, pos[i] - e) >= need:
+                o_read[k], o_strand[k], o_pos[k] = read[i], strand[i], pos[i]
+                o_lo[k], o_hi[k], o_e[k] = lo, hi, e
+                k += 1
+    return o_read[:k], o_strand[:k], o_pos[:k], o_lo[:k], o_hi[:k], o_e[:k]
+
