@@ -54,29 +54,34 @@ def _scan(arr, newlines, max_name):
 
 
 def gather_records(arr, fields, table):
-    """(codes, offsets, quals, names, name_offsets, first record with a quality outside '!'..'~' or
-    -1) of scanned records; codes through table."""
+    """(codes, rc_codes, offsets, quals, names, name_offsets, first record with a quality outside
+    '!'..'~' or -1) of scanned records; codes through table (mapping codes: A C G T 0-3, other 4),
+    rc_codes each read's reverse complement, made in the same pass (the mapper needs both)."""
     n = fields.shape[0]
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(fields[:, 3], out=offsets[1:])
     name_offsets = np.zeros(n + 1, np.int64)
     np.cumsum(fields[:, 1] - fields[:, 0], out=name_offsets[1:])
     codes = np.empty(offsets[n], np.uint8)
+    rc_codes = np.empty(offsets[n], np.uint8)
     quals = np.empty(offsets[n], np.uint8)
     names = np.empty(name_offsets[n], np.uint8)
     bad = np.zeros(n, np.bool_)
-    _gather(arr, fields, table, offsets, name_offsets, codes, quals, names, bad)
+    _gather(arr, fields, table, offsets, name_offsets, codes, rc_codes, quals, names, bad)
     first_bad = int(bad.argmax()) if n else 0
-    return codes, offsets, quals, names, name_offsets, (first_bad if n and bad[first_bad] else -1)
+    return codes, rc_codes, offsets, quals, names, name_offsets, (first_bad if n and bad[first_bad] else -1)
 
 
 @njit(cache=True, nogil=True)
-def _gather(arr, fields, table, offsets, name_offsets, codes, quals, names, bad):
+def _gather(arr, fields, table, offsets, name_offsets, codes, rc_codes, quals, names, bad):
     for i in range(fields.shape[0]):
         s, length, q = fields[i, 2], fields[i, 3], fields[i, 4]
         o = offsets[i]
+        end = o + length - 1
         for j in range(length):
-            codes[o + j] = table[arr[s + j]]
+            c = table[arr[s + j]]
+            codes[o + j] = c
+            rc_codes[end - j] = 3 - c if c < 4 else 4
         lo, hi = 255, 0
         for j in range(length):
             c = arr[q + j]

@@ -134,8 +134,9 @@ def _take(batch, index):
     quals = gather_ranges(batch.quals, lo, hi, IDENTITY)[0] if batch.quals.size else batch.quals
     names, name_offsets = gather_ranges(batch.names, batch.name_offsets[index], batch.name_offsets[index + 1],
                                         IDENTITY)
+    rc = None if batch.rc_codes is None else gather_ranges(batch.rc_codes, lo, hi, IDENTITY)[0]
     return ReadBatch(codes=codes, offsets=offsets, names=names, name_offsets=name_offsets, quals=quals,
-                     first_index=batch.first_index)
+                     first_index=batch.first_index, rc_codes=rc)
 
 
 def _pair_names(r1, r2):
@@ -179,4 +180,4 @@ def _ends_with(names, starts, ends, digit):
 def _renamed(batch, starts, ends):
     names, name_offsets = gather_ranges(batch.names, starts, ends, IDENTITY)
     return ReadBatch(codes=batch.codes, offsets=batch.offsets, names=names, name_offsets=name_offsets,
-                     quals=batch.quals, first_index=batch.first_index)
+                     quals=batch.quals, first_index=batch.first_index, rc_codes=batch.rc_codes)

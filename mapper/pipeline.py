@@ -654,6 +654,8 @@ def interleave(r1, r2):
                      np.concatenate([r1.name_offsets, r2.name_offsets[1:] + r1.name_offsets[-1]]),
                      np.concatenate([r1.quals, r2.quals]) if r1.quals.size and r2.quals.size else
                      np.empty(0, np.uint8), 2 * r1.first_index)
+    if r1.rc_codes is not None and r2.rc_codes is not None:
+        both.rc_codes = np.concatenate([r1.rc_codes, r2.rc_codes])
     order = np.empty(2 * n, np.int64)
     order[0::2] = np.arange(n)
     order[1::2] = n + np.arange(n)

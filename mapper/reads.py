@@ -266,7 +266,8 @@ def batch_slice(batch, a, b):
     return ReadBatch(codes=batch.codes[oa:ob], offsets=batch.offsets[a:b + 1] - oa,
                      names=batch.names[na:nb], name_offsets=batch.name_offsets[a:b + 1] - na,
                      quals=batch.quals[oa:ob] if batch.quals.size else batch.quals,
-                     first_index=batch.first_index + a)
+                     first_index=batch.first_index + a,
+                     rc_codes=None if batch.rc_codes is None else batch.rc_codes[oa:ob])
 
 
 def _parse_fastq(arr, source, first_index, final):
@@ -284,12 +285,12 @@ def _parse_fastq(arr, source, first_index, final):
                          f"(record {first_index + len(fields) + 1})")
     if not len(fields):
         return None, rest
-    codes, offsets, quals, names, name_offsets, bad = gather_records(arr, fields, ASCII_TO_CODE)
+    codes, rc_codes, offsets, quals, names, name_offsets, bad = gather_records(arr, fields, ASCII_TO_CODE)
     if bad >= 0:
         raise InputError(f"{source}: record {first_index + bad + 1}: quality string holds characters "
                          f"outside '!'..'~'")
     batch = ReadBatch(codes=codes, offsets=offsets, names=names, name_offsets=name_offsets,
-                      quals=quals, first_index=first_index)
+                      quals=quals, first_index=first_index, rc_codes=rc_codes)
     return batch, rest
 
 

@@ -7,7 +7,14 @@ import pytest
 
 from pymap.errors import InputError
 from pymap.reads import read_batches
+from pymap.kernels.encoding import reverse_complement_batch
 from pymap.reference import load_reference, parse_fasta
+
+
+def _check_rc(batch):
+    """A batch's reverse complements, when the reader made them, are those of its codes."""
+    if batch.rc_codes is not None:
+        assert np.array_equal(batch.rc_codes, reverse_complement_batch(batch.codes, batch.offsets))
 
 
 def _reads(path, **kw):
@@ -17,6 +24,7 @@ def _reads(path, **kw):
 def _all(batches):
     names, seqs, quals = [], [], []
     for b in batches:
+        _check_rc(b)
         for i in range(len(b)):
             names.append(b.name(i))
             a, z = b.offsets[i], b.offsets[i + 1]
@@ -28,7 +36,9 @@ def _all(batches):
 def test_fastq_basic_crlf_lowercase_iupac(tmp_path):
     p = tmp_path / "r.fq"
     p.write_bytes(b"@r1 comment\nACGTN\n+\nIIIII\n@r2\r\nacgtRYA\r\n+r2\r\n!!!!!!!\r\n@r3\n\n+\n\n")
-    names, seqs, quals = _all(_reads(p))
+    batches = _reads(p)
+    assert all(b.rc_codes is not None for b in batches)      # FASTQ batches come with their reverse complements
+    names, seqs, quals = _all(batches)
     assert names == ["r1", "r2", "r3"]
     assert seqs == ["ACGTN", "ACGTNNA", ""]
     assert quals == ["IIIII", "!!!!!!!", ""]

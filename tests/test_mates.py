@@ -9,6 +9,7 @@ import pytest
 
 import pymap.reads as reads
 from pymap.errors import InputError
+from pymap.kernels.encoding import reverse_complement_batch
 from pymap.mates import read_mate_batches
 
 
@@ -41,6 +42,9 @@ def _pairs(batches, size=None):
     batches = list(batches)
     for k, (r1, r2) in enumerate(batches):
         assert len(r1) == len(r2) > 0
+        for b in (r1, r2):
+            if b.rc_codes is not None:
+                assert np.array_equal(b.rc_codes, reverse_complement_batch(b.codes, b.offsets))
         assert r1.first_index == r2.first_index == len(out)
         if size is not None and k < len(batches) - 1:
             assert len(r1) == size
@@ -310,3 +314,19 @@ def test_bad_arguments_and_reader_errors(tmp_path):
     bad = _write(tmp_path / "bad.fq", b"@x\nACGT\n+\nII\n")
     with pytest.raises(InputError, match="lengths differ"):
         list(read_mate_batches(p1, bad))
+
+
+def test_pairs_keep_the_reverse_complements_made_by_the_reader(tmp_path):
+    from pymap.pipeline import interleave
+    recs1, recs2 = _sim(np.random.default_rng(8), 9, lambda i: f"p{i}/1", lambda i: f"p{i}/2")
+    p1 = _write(tmp_path / "R1.fq", _fastq(recs1))
+    p2 = _write(tmp_path / "R2.fq", _fastq(recs2))
+    pi = _write(tmp_path / "il.fq", _fastq(_interleave(recs1, recs2)))
+    for r1, r2 in list(read_mate_batches(p1, p2, batch_size=4)) + list(read_mate_batches(pi, batch_size=4)):
+        assert r1.rc_codes is not None and r2.rc_codes is not None
+        both = interleave(r1, r2)
+        assert np.array_equal(both.rc_codes, reverse_complement_batch(both.codes, both.offsets))
+        fresh = interleave(reads.batch_slice(r1, 0, len(r1)), reads.batch_slice(r2, 0, len(r2)))
+        assert np.array_equal(fresh.codes, both.codes)
+        part = reads.batch_slice(r1, 1, len(r1))
+        assert np.array_equal(part.rc_codes, reverse_complement_batch(part.codes, part.offsets))
