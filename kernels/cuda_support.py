@@ -40,13 +40,30 @@ def resident(host):
     with _RESIDENT_LOCK:                  # stages of batches mapped side by side ask at once: one copy
         hit = _RESIDENT.get(key)
         if hit is not None and hit[0]() is host:
-            return hit[1]
+            copied = hit[2]
+        else:
+            copied = threading.Event()
+            _RESIDENT[key] = (weakref.ref(host), None, copied)
+            weakref.finalize(host, _RESIDENT.pop, key, None)
+            hit = None
+    if hit is not None:
+        copied.wait()                     # another thread may still be copying it
+        entry = _RESIDENT.get(key)
+        return entry[1] if entry is not None and entry[1] is not None else resident(host)
+    # copied outside the lock: one batch's reads do not hold up the other batches' stages
+    try:
         complete(host)          # a reference decoded on demand is copied whole
         dev = cuda.to_device(np.ascontiguousarray(host))
-        _release_at_exit()
-        _RESIDENT[key] = (weakref.ref(host), dev)
-        weakref.finalize(host, _RESIDENT.pop, key, None)
-        return dev
+    except BaseException:
+        with _RESIDENT_LOCK:
+            _RESIDENT.pop(key, None)
+        copied.set()
+        raise
+    _release_at_exit()
+    with _RESIDENT_LOCK:
+        _RESIDENT[key] = (_RESIDENT[key][0], dev, copied)
+    copied.set()
+    return dev
 
 
 _SCRATCH = {}

@@ -305,3 +305,42 @@ def test_gpu_usable_agrees_with_numba():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          env=dict(os.environ, NUMBA_ENABLE_CUDASIM="1"))
     assert out.stdout.strip() == "True", out.stderr[-2000:]
+
+
+def resident_from_threads():
+    """cuda_support.resident asked for one array by many threads at once: one copy, the same device
+    array for all; a copy that fails raises in its thread and leaves no entry behind."""
+    import threading
+    from pymap.kernels import cuda_support as cs
+    host = np.arange(1 << 16, dtype=np.int64)
+    got, start = [], threading.Barrier(8)
+
+    def ask():
+        start.wait()
+        got.append(cs.resident(host))
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    same = len(got) == 8 and all(g is got[0] for g in got) and np.array_equal(got[0].copy_to_host(), host)
+    other = np.ones(10, np.int32)
+    real = cs.cuda.to_device
+
+    def broken(*a, **k):
+        raise MemoryError("no room")
+    cs.cuda.to_device = broken
+    try:
+        cs.resident(other)
+        failed = False
+    except MemoryError:
+        failed = True
+    finally:
+        cs.cuda.to_device = real
+    again = cs.resident(other).copy_to_host().tolist() == [1] * 10
+    return [same, failed, again]
+
+
+@pytest.mark.parametrize("where", ["simulator", "gpu"])
+def test_resident_copies_once_for_many_threads(where):
+    assert run_check("resident_from_threads", where) == [True, True, True]
