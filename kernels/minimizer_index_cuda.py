@@ -103,8 +103,8 @@ def query_batch_cuda(codes, offsets, max_edits, m, w, rule, order, max_occ, min_
         stream = cuda.stream()
         d_table = [resident(a[name]) for name in ("bucket", "keys", "val", "val_hi", "multi", "multi_hi")]
         d_codes = resident(codes)
-        *d_in, d_over = call_inputs("minimizer", [np.asarray(x, np.int64) for x in (offsets[lo:hi + 1], max_edits[lo:hi])]
-                                    + [np.zeros(k, np.uint8)], stream)
+        ins = [np.asarray(x, np.int64) for x in (offsets[lo:hi + 1], max_edits[lo:hi])] + [np.zeros(k, np.uint8)]
+        *d_in, d_over = call_inputs("minimizer", ins, stream)
         d_out = call_buffers("minimizer.out", [((k * max_cands,), np.int8), ((k * max_cands,), np.int64)]
                              + [((k,), np.int64)] * 4)
         i64 = np.int64
