@@ -279,11 +279,11 @@ def _align_one(read, ra, L, ref, pos, lo, hi, w, P, min_score, H, F, G, X, GC, Y
         H[k] = _NEG
         F[k] = _NEG
     cbest = np.int64(_KEYNEG)            # best right-clipped end: objective, row, its G row
-    cj = -1
-    ckmin = 0
-    cnk = 0
+    cj = np.int64(-1)                    # np.int64, not literals: _finish is compiled for one signature
+    ckmin = np.int64(0)
+    cnk = np.int64(0)
     lbest = np.int64(_KEYNEG)            # best end on the last row
-    lk = -1
+    lk = np.int64(-1)
     # row j, cell k <-> diagonal d = dmin + k, column c = pos + j + dmin + k, ref base c - 1
     for j in range(1, L + 1):
         kmin = max(0, lo + 1 - pos - j - dmin)
@@ -374,7 +374,8 @@ def _align_one(read, ra, L, ref, pos, lo, hi, w, P, min_score, H, F, G, X, GC, Y
             ub = max(cbest, hmax + gain * (L - j))
             if ub + slack < min4:
                 return _none()
-    return _finish(dirs, 1, 0, B, read, ra, L, ref, pos, dmin, lbest, lk, cbest, cj, ckmin, cnk, GC, 1, 0,
+    one, zero = np.int64(1), np.int64(0)
+    return _finish(dirs, one, zero, B, read, ra, L, ref, pos, dmin, lbest, lk, cbest, cj, ckmin, cnk, GC, one, zero,
                    scl, pcr, min_score, rev, out)
 
 
@@ -544,7 +545,7 @@ def _align_lanes(read_codes, rc_codes, read_offsets, ref, c_read, c_strand, c_po
                     cbest[l] = gm - pcr
                     cj[l] = j
         if (j & 7) == 0 and j < L:       # upper bound of the final raw score, as in _align_one
-            _lane_max(H, 0, T, B)
+            _lane_max(H, np.int64(0), T, B)
             alive = 0
             for l in range(LANES):
                 ub = max(cbest[l], max(scl, np.int64(T[l])) + gain * (L - j))
@@ -564,8 +565,8 @@ def _align_lanes(read_codes, rc_codes, read_offsets, ref, c_read, c_strand, c_po
             ra = np.int64(read_offsets[r])
             rd = rc_codes if c_strand[i] != 0 else read_codes
             g0 = max(cj[l], 0) * BL
-            res = _finish(dirs, LANES, l, B, rd, ra, L, ref, np.int64(c_pos[i]), dmin, lbest[l], lk[l], cbest[l],
-                          cj[l], 0, B, G[g0:g0 + BL], LANES, l, scl, pcr, c_min[i], rev,
+            res = _finish(dirs, np.int64(LANES), l, B, rd, ra, L, ref, np.int64(c_pos[i]), dmin, lbest[l], lk[l],
+                          cbest[l], cj[l], np.int64(0), B, G[g0:g0 + BL], np.int64(LANES), l, scl, pcr, c_min[i], rev,
                           out[l * stride:(l + 1) * stride])
         for t in range(7):
             results[l, t] = res[t]

@@ -25,7 +25,7 @@ def _strip_cr(arr, start, end):
 @njit(cache=True, nogil=True)
 def _scan(arr, newlines, max_name):
     fields = np.empty((newlines.shape[0] // 4, 5), np.int64)
-    pos = 0
+    pos = np.int64(0)           # not the literal 0: _strip_cr would be compiled for it as well
     for n in range(fields.shape[0]):
         e0, e1, e2, e3 = newlines[4 * n], newlines[4 * n + 1], newlines[4 * n + 2], newlines[4 * n + 3]
         h1 = _strip_cr(arr, pos, e0)

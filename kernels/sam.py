@@ -357,7 +357,7 @@ def _format_range(r0, r1, size, text, rec_read, rec_flag, rec_hit, rec_mapq, rec
     """The text of records r0..r1-1, in one pass: a buffer of `size` bytes, grown (and the record
     that did not fit written again) when they need more."""
     buf = np.empty(size, np.uint8)
-    p = 0
+    p = np.int64(0)             # not the literal 0: _record would be compiled for it as well
     for r in range(r0, r1):
         while True:
             e, high = _record(buf, p, text, r, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs,
