@@ -214,12 +214,12 @@ def _extend(read, ra, L, ref, pos, lo, hi, e, S, B, cig, cbase, write):
     # end column on row L: min value, closest to the candidate diagonal, then smaller
     bL = b0 + L
     best = _BIG
-    bestk = -1
+    bestk = np.int64(-1)                 # not a literal: _delta is compiled for one signature
     bestoff = _BIG
     v = V
     for k in range(w):
         if k > 0:
-            v += _delta(S, 2, L, nw, k)
+            v += _delta(S, np.int64(2), L, nw, k)
         c = bL + k
         if c < lo or c > hi:
             continue
@@ -236,15 +236,15 @@ def _extend(read, ra, L, ref, pos, lo, hi, e, S, B, cig, cbase, write):
     j = L
     if L > 0:
         c = bL + k
-        up = D - _delta(S, 0, j, nw, k)
+        up = D - _delta(S, np.int64(0), j, nw, k)
         dhp = 1
         if k + 1 < w:
-            dhp = _delta(S, 2, j - 1, nw, k + 1)
+            dhp = _delta(S, np.int64(2), j - 1, nw, k + 1)
         is_diag = False
         if c - 1 >= lo:
             sub = 0 if _is_match(read, ra + j - 1, ref, c - 1, lo, hi) else 1
             is_diag = up - dhp + sub == D
-        if not is_diag and k + 1 < w and up + 1 == D and c + 1 <= hi and _delta(S, 2, j, nw, k + 1) == 0:
+        if not is_diag and k + 1 < w and up + 1 == D and c + 1 <= hi and _delta(S, np.int64(2), j, nw, k + 1) == 0:
             k += 1
     # traceback: M > I > D; ops are produced end-to-start, merged into runs, reversed at the end
     v = D
@@ -266,10 +266,10 @@ def _extend(read, ra, L, ref, pos, lo, hi, e, S, B, cig, cbase, write):
             op = OP_M
         else:
             c = b0 + j + k
-            up = v - _delta(S, 0, j, nw, k)
+            up = v - _delta(S, np.int64(0), j, nw, k)
             dhp = 1
             if k + 1 < w:
-                dhp = _delta(S, 2, j - 1, nw, k + 1)
+                dhp = _delta(S, np.int64(2), j - 1, nw, k + 1)
             diag = up - dhp
             op = OP_D
             if c - 1 >= lo:
@@ -287,7 +287,7 @@ def _extend(read, ra, L, ref, pos, lo, hi, e, S, B, cig, cbase, write):
                 k += 1
                 v = up
             else:
-                v = v - _delta(S, 2, j, nw, k)
+                v = v - _delta(S, np.int64(2), j, nw, k)
                 k -= 1
         if op == cur_op:
             cur_len += n
