@@ -344,3 +344,31 @@ def resident_from_threads():
 @pytest.mark.parametrize("where", ["simulator", "gpu"])
 def test_resident_copies_once_for_many_threads(where):
     assert run_check("resident_from_threads", where) == [True, True, True]
+
+
+def call_buffers_per_thread():
+    """cuda_support.call_buffers: a thread's next call with a tag reuses its buffers (grown when too
+    small), another thread gets its own, and call_inputs copies the host arrays into them."""
+    import threading
+    from pymap.kernels import cuda_support as cs
+    def ptr(x):                 # the simulator hands out host arrays
+        return (getattr(x, "__cuda_array_interface__", None) or x.__array_interface__)["data"][0]
+    a = cs.call_buffers("t", [((10,), np.int64), ((4, 3), np.int32)])
+    b = cs.call_buffers("t", [((8,), np.int64), ((2, 3), np.int32)])
+    reused = a[0].shape == (10,) and b[1].shape == (2, 3) and ptr(a[0]) == ptr(b[0])
+    c = cs.call_buffers("t", [((100,), np.int64)])
+    grown = c[0].shape == (100,)
+    other = []
+    t = threading.Thread(target=lambda: other.append(cs.call_buffers("t", [((100,), np.int64)])[0]))
+    t.start()
+    t.join()
+    own = ptr(other[0]) != ptr(c[0])
+    host = [np.arange(7, dtype=np.int64), np.array([3, 1], np.int8)]
+    d = cs.call_inputs("u", host, cs.cuda.stream())
+    copied = all(np.array_equal(x.copy_to_host(), h) for x, h in zip(d, host))
+    return [reused, grown, own, copied]
+
+
+@pytest.mark.parametrize("where", ["simulator", "gpu"])
+def test_call_buffers_are_kept_per_thread(where):
+    assert run_check("call_buffers_per_thread", where) == [True, True, True, True]
