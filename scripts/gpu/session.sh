@@ -2,8 +2,8 @@
 # The GPU measurements of BENCHMARKS.md in one device call (the machines are lent for minutes):
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
 #   bash scripts/gpu/session.sh STEP ...   (default: tests bench ncu map)
-#   steps: tests gpustages bench cand scale ncu map gpupipe gpupairs spy spystart gpustart large multigpu cpus
-#          ceiling hostceiling dask daskab daskprof output (each is described where the case below handles it)
+#   steps: tests gpustages bench cand scale ncu map gpupipe gpupairs abpipe spy spystart gpustart large multigpu
+#          cpus ceiling hostceiling dask daskab daskprof output (each is described where the case below handles it)
 # (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
 # dependencies, see BENCHMARKS.md "Scale-out on Dask")
 # Each step writes under $OUT and prints a short summary.
@@ -215,6 +215,12 @@ print(f'import numba {t1 - t0:.2f} s, numba.cuda {t2 - t1:.2f} s, context {t3 - 
       -t "$(nproc)" --workers ${DASK_WORKERS:-1,2,4,8,16} --repeats 1 --batch-size 20000 --workdir /tmp/map/dask \
       --md "$OUT/dask.md" --json "$OUT/dask.json" 2> "$OUT/dask.log"; cat "$OUT/dask.md"
     grep -h "note: dask" /tmp/map/dask/dask_local*.log | tee -a "$OUT/dask.md" ;;
+  abpipe)
+    # warm-pipeline A/B of pymap trees on MAP_READS reads (scripts/gpu/abpipe.sh): TREES="before=.gpu/prev.tar.gz
+    # after=." (a tree or a .tar.gz of `git archive REV mapper filters kernels`), ROUNDS, DEVICES
+    ecoli_reads && python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
+    SITE=/tmp/site REF=/tmp/map/ecoli_MG1655.fa READS=/tmp/map/r150.fq bash scripts/gpu/abpipe.sh 2>&1 \
+      | grep -v -i warn | tee -a "$OUT/abpipe.txt" ;;
   daskab)
     # Dask settings A/B: `--dask local:DASK_N` (default 16) on MAP_READS reads, whole runs alternated
     # without and with the environment AB_ENV (e.g. "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL=1s"), AB_RUNS each
