@@ -3,12 +3,20 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
-def _contig_of(ctg_offsets, x):
-    """The contig holding global position x (contig k spans [ctg_offsets[k], ctg_offsets[k + 1])), clamped
-    to the first and last contig for positions before or beyond the reference."""
-    k = np.searchsorted(ctg_offsets, x, side="right") - 1
-    return min(max(k, 0), ctg_offsets.shape[0] - 2)
+@njit(cache=True, nogil=True, _nrt=False)
+def contig_of(ctg_offsets, x):
+    """The contig holding global position x (contig k spans [ctg_offsets[k], ctg_offsets[k + 1])): the
+    last one starting at or before x, so the first for positions before the reference and the last for
+    positions beyond it. A binary search: np.searchsorted would compile its generic implementation."""
+    lo = 0
+    hi = ctg_offsets.shape[0] - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ctg_offsets[mid] <= x:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 @njit(cache=True, nogil=True)
@@ -30,12 +38,12 @@ def place_on_contigs(read, strand, pos, read_offsets, max_edits, ctg_offsets, sp
         L = read_offsets[read[i] + 1] - read_offsets[read[i]]
         length[i] = L
         if split:
-            first[i] = _contig_of(ctg_offsets, pos[i])
-            final[i] = _contig_of(ctg_offsets, pos[i] + L - 1)
+            first[i] = contig_of(ctg_offsets, pos[i])
+            final[i] = contig_of(ctg_offsets, pos[i] + L - 1)
             if first[i] != final[i]:
                 n_two += 1
         else:
-            first[i] = _contig_of(ctg_offsets, pos[i] + L // 2)
+            first[i] = contig_of(ctg_offsets, pos[i] + L // 2)
             final[i] = first[i]
     m = n + n_two
     o_read = np.empty(m, np.int32)

@@ -628,7 +628,7 @@ class GateKeeperCUDA:
             # candidates go on a stream of this call's own, and the device's lock is held only while
             # kernels run (Numba loads a kernel's module at its first launch on a GPU unguarded)
             stream = cuda.stream()
-            d_rc, d_rrc, d_off = (resident(np.ascontiguousarray(a)) for a in (read_codes, read_rc_codes, read_offsets))
+            d_rc, d_rrc, d_off = (resident(a) for a in (read_codes, read_rc_codes, read_offsets))
             per_cand = 4 + 1 + 8 * 3 + 8 + 4
             batch = self._batch_size(per_cand, hi - lo)
             kernel_ms = 0.0

@@ -11,6 +11,7 @@ uint8, integers as int64, no literal arguments, which Numba would compile once p
 import numpy as np
 from numba import njit
 
+from pymap.kernels.contigs import contig_of
 from pymap.kernels.threads import range_bounds, run_ranges
 
 CIGAR_CHARS = np.frombuffer(b"MIDNSHP=X", dtype=np.uint8).copy()
@@ -177,21 +178,6 @@ def _put_md(buf, p, cigar, c0, c1, ref_codes, start, src, a):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _contig_of(ctg_offsets, start):
-    """The contig holding global position start: the last one starting at or before it (a binary
-    search; np.searchsorted would compile its generic implementation, about 1 s)."""
-    lo = 0
-    hi = ctg_offsets.shape[0] - 1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ctg_offsets[mid] <= start:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-@njit(cache=True, nogil=True, _nrt=False)
 def _put_cigar(buf, p, cigar, c0, c1):
     """CIGAR text of cigar[c0:c1] ('*' when empty)."""
     if c1 == c0:
@@ -213,7 +199,7 @@ def _put_next(buf, p, mate_hit, ctg, pos, tlen, h_start, ctg_offsets, ctg_names,
         p = _put_int(buf, p, pos)
     else:
         ms = h_start[mate_hit]
-        mc = _contig_of(ctg_offsets, ms)
+        mc = contig_of(ctg_offsets, ms)
         if mc == ctg:
             p = _put(buf, p, _EQ)
         else:
@@ -254,7 +240,7 @@ def _record(buf, p, text, r, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, 
     if h < 0:
         if mate_hit >= 0:                   # placed at its mapped mate: RNAME, POS of the mate
             ms = h_start[mate_hit]
-            mc = _contig_of(ctg_offsets, ms)
+            mc = contig_of(ctg_offsets, ms)
             p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[mc], ctg_name_offsets[mc + 1])
             p = _put(buf, p, _TAB)
             p = _put_int(buf, p, ms - ctg_offsets[mc] + 1)
@@ -277,7 +263,7 @@ def _record(buf, p, text, r, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, 
             p = _put_bytes(buf, p, text, k0, k)
     else:
         start = h_start[h]
-        ctg = _contig_of(ctg_offsets, start)
+        ctg = contig_of(ctg_offsets, start)
         p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[ctg], ctg_name_offsets[ctg + 1])
         p = _put(buf, p, _TAB)
         p = _put_int(buf, p, start - ctg_offsets[ctg] + 1)
@@ -319,7 +305,7 @@ def _record(buf, p, text, r, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, 
         if o >= 0:                              # SA:Z:rname,pos,strand,CIGAR,mapQ,NM; of the other part
             ho = rec_hit[o]
             so = h_start[ho]
-            co = _contig_of(ctg_offsets, so)
+            co = contig_of(ctg_offsets, so)
             p = _put_bytes(buf, p, text, _SA, _SA + _TAG)
             p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[co], ctg_name_offsets[co + 1])
             p = _put(buf, p, _COMMA)
