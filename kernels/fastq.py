@@ -14,7 +14,28 @@ def scan_records(arr, max_name):
     sequence start, sequence length, quality start; bytes they take; error code; the erring record).
     The scan stops at the first bad record (error code > 0): a header not starting with '@' or without
     a name, no '+' line, sequence and quality lengths that differ, a name longer than max_name."""
-    return _scan(arr, np.flatnonzero(arr == 10), max_name)
+    return _scan(arr, max_name)
+
+
+@njit(cache=True, nogil=True)
+def count_newlines(arr, a, b):
+    """How many newlines arr[a:b] holds."""
+    c = 0
+    for x in arr[a:b]:      # over a slice, not range(a, b): LLVM vectorises only this form
+        c += x == 10
+    return c
+
+
+@njit(cache=True, nogil=True)
+def after_newline(arr, a, k):
+    """The index just after the k-th (1-based) newline of arr[a:], which must hold k."""
+    j = a
+    while True:
+        if arr[j] == 10:
+            k -= 1
+            if k == 0:
+                return j + 1
+        j += 1
 
 
 @njit(cache=True, nogil=True)
@@ -23,11 +44,36 @@ def _strip_cr(arr, start, end):
 
 
 @njit(cache=True, nogil=True)
-def _scan(arr, newlines, max_name):
-    fields = np.empty((newlines.shape[0] // 4, 5), np.int64)
+def _line_end(arr, start):
+    """The newline ending the line at start (one must follow)."""
+    j = start
+    while arr[j] != 10:
+        j += 1
+    return j
+
+
+@njit(cache=True, nogil=True)
+def _long_line_end(arr, start, length):
+    """_line_end for a line likely `length` bytes long (a sequence line like the one before, a quality
+    line as long as its sequence): that byte is tested first, and the bytes before it for newlines in
+    one vectorised pass."""
+    e = start + length
+    if length > 0 and e < arr.shape[0] and arr[e] == 10 and count_newlines(arr, start, e) == 0:
+        return e
+    return _line_end(arr, start)
+
+
+@njit(cache=True, nogil=True)
+def _scan(arr, max_name):
+    fields = np.empty((count_newlines(arr, 0, arr.shape[0]) // 4, 5), np.int64)
     pos = np.int64(0)           # not the literal 0: _strip_cr would be compiled for it as well
+    seq_line = np.int64(0)      # the last sequence line's length, with any CR
     for n in range(fields.shape[0]):
-        e0, e1, e2, e3 = newlines[4 * n], newlines[4 * n + 1], newlines[4 * n + 2], newlines[4 * n + 3]
+        e0 = _line_end(arr, pos)
+        e1 = _long_line_end(arr, e0 + 1, seq_line)
+        e2 = _line_end(arr, e1 + 1)
+        seq_line = e1 - (e0 + 1)
+        e3 = _long_line_end(arr, e2 + 1, seq_line)
         h1 = _strip_cr(arr, pos, e0)
         if h1 == pos or arr[pos] != 64:
             return fields[:n], pos, BAD_HEADER, n
@@ -74,22 +120,26 @@ def gather_records(arr, fields, table):
 
 @njit(cache=True, nogil=True)
 def _gather(arr, fields, table, offsets, name_offsets, codes, rc_codes, quals, names, bad):
+    # each loop runs over slices (see count_newlines): twice as fast as indexing arr from an offset
     for i in range(fields.shape[0]):
         s, length, q = fields[i, 2], fields[i, 3], fields[i, 4]
         o = offsets[i]
-        end = o + length - 1
+        read, out = arr[s:s + length], codes[o:o + length]
         for j in range(length):
-            c = table[arr[s + j]]
-            codes[o + j] = c
-            rc_codes[end - j] = 3 - c if c < 4 else 4
-        lo, hi = 255, 0
+            out[j] = table[read[j]]
+        rc = rc_codes[o:o + length]
         for j in range(length):
-            c = arr[q + j]
-            quals[o + j] = c
+            c = out[length - 1 - j]
+            rc[j] = 3 - c if c < 4 else 4
+        qual, qual_out = arr[q:q + length], quals[o:o + length]
+        lo, hi = np.uint8(255), np.uint8(0)
+        for j in range(length):
+            c = qual[j]
+            qual_out[j] = c
             lo = min(lo, c)
             hi = max(hi, c)
         bad[i] = length > 0 and (lo < 33 or hi > 126)
-        o = name_offsets[i]
-        for j in range(fields[i, 0], fields[i, 1]):
-            names[o] = arr[j]
-            o += 1
+        name = arr[fields[i, 0]:fields[i, 1]]
+        name_out = names[name_offsets[i]:name_offsets[i + 1]]
+        for j in range(name.shape[0]):
+            name_out[j] = name[j]

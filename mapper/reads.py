@@ -8,8 +8,8 @@ import numpy as np
 
 from pymap.kernels.encoding import ASCII_TO_CODE
 from pymap.kernels.threads import ordered_map
-from pymap.kernels.fastq import (BAD_HEADER, LENGTHS_DIFFER, NO_NAME, NO_PLUS, gather_records,
-                                 scan_records)
+from pymap.kernels.fastq import (BAD_HEADER, LENGTHS_DIFFER, NO_NAME, NO_PLUS, after_newline, count_newlines,
+                                 gather_records, scan_records)
 from pymap.batch import ReadBatch
 from pymap.errors import InputError
 
@@ -191,7 +191,7 @@ class RecordRuns:
             if self.fmt is not None and counted < fill:
                 found = self._count(buf, counted, fill)
                 if seen + found >= need:
-                    end = int(self._boundaries(buf, counted, fill)[need - seen - 1])
+                    end = self._end(buf, counted, fill, need - seen)
                     self._carry = buf[end:fill].copy()
                     self._size = max(2 * CHUNK_BYTES, end + end // 8 + CHUNK_BYTES)
                     first, self._first = self._first, self._first + n
@@ -231,16 +231,19 @@ class RecordRuns:
             return self._fh.readinto(into)
 
     def _count(self, buf, a, b):
-        """How many record boundaries buf[a:b] holds (_boundaries' number)."""
+        """How many record boundaries buf[a:b] holds: newlines (FASTQ), '>' starting a line (FASTA)."""
         if self.fmt == "fastq":
-            return int(np.count_nonzero(buf[a:b] == 10))
-        return self._boundaries(buf, a, b).size
+            return count_newlines(buf, a, b)
+        return self._fasta_starts(buf, a, b).size
 
-    def _boundaries(self, buf, a, b):
-        """Ends of the record boundaries in buf[a:b]: after each newline (FASTQ), at each '>' that
-        starts a line (FASTA)."""
+    def _end(self, buf, a, b, k):
+        """The end of the k-th record boundary in buf[a:b] (which holds k or more)."""
         if self.fmt == "fastq":
-            return np.flatnonzero(buf[a:b] == 10) + (a + 1)
+            return after_newline(buf, a, k)
+        return int(self._fasta_starts(buf, a, b)[k - 1])
+
+    @staticmethod
+    def _fasta_starts(buf, a, b):
         at = np.flatnonzero(buf[a:b] == 62) + a
         return at[(at == 0) | (buf[np.maximum(at - 1, 0)] == 10)]
 

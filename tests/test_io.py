@@ -268,3 +268,54 @@ def test_fastq_spans_only_for_plain_fastq_files(tmp_path):
     (tmp_path / "bin.fq").write_bytes(b"@r\n\x00\x01")
     with pytest.raises(InputError, match="binary"):
         fastq_spans(str(tmp_path / "bin.fq"), 10)
+
+
+def _scan_by_lines(data, max_name):
+    """scan_records' definition, over Python's split lines: (fields, bytes taken, error, record)."""
+    from pymap.kernels import fastq
+    fields, pos = [], 0
+    lines = data.split(b"\n")[:-1]                   # whole lines only
+    for n in range(len(lines) // 4):
+        head, seq, plus, qual = (x[:-1] if x.endswith(b"\r") else x for x in lines[4 * n:4 * n + 4])
+        seq_at = pos + len(lines[4 * n]) + 1
+        qual_at = seq_at + len(lines[4 * n + 1]) + 1 + len(lines[4 * n + 2]) + 1
+        name = head[1:].replace(b"\t", b" ").split(b" ")[0]
+        error = (fastq.BAD_HEADER if not head.startswith(b"@") else
+                 fastq.NO_PLUS if not lines[4 * n + 2].startswith(b"+") else
+                 fastq.LENGTHS_DIFFER if len(seq) != len(qual) else
+                 fastq.NO_NAME if not name else
+                 fastq.NAME_TOO_LONG if len(name) > max_name else 0)
+        if error:
+            return fields, pos, error, n
+        fields.append((pos + 1, pos + 1 + len(name), seq_at, len(seq), qual_at))
+        pos = qual_at + len(lines[4 * n + 3]) + 1
+    return fields, pos, 0, len(fields)
+
+
+def test_scan_records_as_defined_by_lines():
+    """The scan tests a sequence line at the last one's length and a quality line at its sequence's
+    before it searches: records of varying lengths, CRs, short and long lines, and a quality line whose
+    guessed end is a newline of the next record, all scanned as by splitting lines."""
+    from pymap.kernels.fastq import count_newlines, after_newline, scan_records
+    rng = np.random.default_rng(7)
+    assert scan_records(np.frombuffer(b"@a\nACGT\n+\nI\n@x\nAC\n+\nII\n", np.uint8), 254)[2:] == (3, 0)
+    for trial in range(300):
+        recs = []
+        for i in range(int(rng.integers(1, 12))):
+            length = int(rng.choice([0, 1, 5, 40, 40, 40]))
+            seq = bytes(rng.choice(list(b"ACGTN"), length))
+            qual_len = length if rng.random() > 0.05 else int(rng.integers(0, 45))
+            cr = b"\r" if rng.random() < 0.1 else b""
+            head = b"@" if rng.random() > 0.02 else b"x"
+            plus = b"+" if rng.random() > 0.02 else b"-"
+            name = b"r%d" % rng.integers(0, 10 ** int(rng.integers(1, 6)))
+            recs.append(head + name + (b" c" if rng.random() < 0.3 else b"") + cr + b"\n" + seq + cr + b"\n"
+                        + plus + cr + b"\n" + b"I" * qual_len + cr + b"\n")
+        data = b"".join(recs) + (b"@tail\nAC" if trial % 3 == 0 else b"")
+        arr = np.frombuffer(data, np.uint8)
+        fields, taken, error, k = scan_records(arr, 254)
+        want = _scan_by_lines(data, 254)
+        assert [tuple(f) for f in fields.tolist()] == want[0] and (taken, error, k) == want[1:], data
+        assert count_newlines(arr, 3, arr.size) == data[3:].count(b"\n")
+        lines = data.count(b"\n")
+        assert after_newline(arr, 0, lines) == data.rindex(b"\n") + 1
