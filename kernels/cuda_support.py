@@ -69,17 +69,47 @@ def resident(host):
 _SCRATCH = {}
 
 
-def _cut(bufs, specs):
-    """Arrays of the given (shape, dtype) specs cut from the device buffers in bufs (a list, one per
-    spec), replacing those that are too small or of another dtype."""
-    out = []
-    for k, (shape, dtype) in enumerate(specs):
-        shape = tuple(int(x) for x in shape)
-        size = int(np.prod(shape))
-        if bufs[k] is None or bufs[k].shape[0] < size or bufs[k].dtype != np.dtype(dtype):
-            bufs[k] = cuda.device_array(max(size, 1), dtype)
-        out.append(bufs[k][:size].reshape(shape))
-    return out
+class _Buffers:
+    """Device buffers of one stage (per GPU, or per GPU and thread), grown as needed, and the views of
+    them handed out last: a stage asks for the same shapes call after call, and slicing and reshaping
+    a device array is Python work under the GIL that batches side by side wait for."""
+    MAX_VIEWS = 64
+
+    def __init__(self):
+        self.arrays, self.views = [], {}
+
+    def cut(self, specs):
+        """Arrays of the given (shape, dtype) specs, the k-th at the start of buffer k, replacing a
+        buffer that is too small or of another dtype."""
+        self.arrays.extend([None] * (len(specs) - len(self.arrays)))
+        out = []
+        for k, (shape, dtype) in enumerate(specs):
+            shape, dtype = tuple(int(x) for x in shape), np.dtype(dtype)
+            view = self.views.get((k, shape, dtype))
+            if view is None:
+                size = int(np.prod(shape))
+                buf = self.arrays[k]
+                if buf is None or buf.shape[0] < size or buf.dtype != dtype:
+                    buf = self.arrays[k] = cuda.device_array(max(size, 1), dtype)
+                    self.views = {key: v for key, v in self.views.items() if key[0] != k}
+                if len(self.views) >= self.MAX_VIEWS:    # call buffers' shapes vary with each batch
+                    self.views.clear()
+                view = self.views[(k, shape, dtype)] = _view(buf, shape, size)
+            out.append(view)
+        return out
+
+
+def _view(buf, shape, size):
+    """A C-contiguous array of the given shape over the first `size` elements of device array buf,
+    made in one step (slicing and then reshaping builds two)."""
+    if _simulator():
+        return buf[:size].reshape(shape)
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    strides, step = [], buf.dtype.itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return DeviceNDArray(shape, tuple(reversed(strides)), buf.dtype, gpu_data=buf.gpu_data)
 
 
 def thread_scratch(tag, specs, nt):
@@ -89,9 +119,8 @@ def thread_scratch(tag, specs, nt):
     (up to a GB) cost more than the kernels. Callers hold a lock per tag while they use them."""
     gpu = getattr(cuda.get_current_device(), "id", 0)
     _release_at_exit()
-    bufs = _SCRATCH.setdefault((tag, gpu), [None] * len(specs))
-    bufs.extend([None] * (len(specs) - len(bufs)))
-    return _cut(bufs, [(tuple(shape) + (nt,), dtype) for shape, dtype in specs])
+    bufs = _SCRATCH.setdefault((tag, gpu), _Buffers())
+    return bufs.cut([(tuple(shape) + (nt,), dtype) for shape, dtype in specs])
 
 
 #: call_buffers' buffers by (tag, GPU, thread)
@@ -116,9 +145,8 @@ def call_buffers(tag, specs):
         weakref.finalize(_THREAD.end, _drop_thread_buffers, ident)
     _release_at_exit()
     with _CALL_LOCK:
-        bufs = _CALL.setdefault((tag, gpu, ident), [])
-    bufs.extend([None] * (len(specs) - len(bufs)))
-    return _cut(bufs, specs)
+        bufs = _CALL.setdefault((tag, gpu, ident), _Buffers())
+    return bufs.cut(specs)
 
 
 def _drop_thread_buffers(ident):

@@ -348,7 +348,8 @@ def test_resident_copies_once_for_many_threads(where):
 
 def call_buffers_per_thread():
     """cuda_support.call_buffers: a thread's next call with a tag reuses its buffers (grown when too
-    small), another thread gets its own, and call_inputs copies the host arrays into them."""
+    small) and the views of the same shapes, another thread gets its own, and call_inputs copies the
+    host arrays (2-D too: the views' strides) into them."""
     import threading
     from pymap.kernels import cuda_support as cs
     def ptr(x):                 # the simulator hands out host arrays
@@ -356,6 +357,8 @@ def call_buffers_per_thread():
     a = cs.call_buffers("t", [((10,), np.int64), ((4, 3), np.int32)])
     b = cs.call_buffers("t", [((8,), np.int64), ((2, 3), np.int32)])
     reused = a[0].shape == (10,) and b[1].shape == (2, 3) and ptr(a[0]) == ptr(b[0])
+    again = cs.call_buffers("t", [((8,), np.int64), ((2, 3), np.int32)])
+    reused = reused and again[0] is b[0] and again[1] is b[1]
     c = cs.call_buffers("t", [((100,), np.int64)])
     grown = c[0].shape == (100,)
     other = []
@@ -363,7 +366,7 @@ def call_buffers_per_thread():
     t.start()
     t.join()
     own = ptr(other[0]) != ptr(c[0])
-    host = [np.arange(7, dtype=np.int64), np.array([3, 1], np.int8)]
+    host = [np.arange(7, dtype=np.int64), np.array([3, 1], np.int8), np.arange(12, dtype=np.int32).reshape(4, 3)]
     d = cs.call_inputs("u", host, cs.cuda.stream())
     copied = all(np.array_equal(x.copy_to_host(), h) for x, h in zip(d, host))
     return [reused, grown, own, copied]
