@@ -6,9 +6,11 @@ run_ranges calls that kernel from numba.get_num_threads() Python threads instead
 next range as it finishes one (the kernels release the GIL). Results must not depend on which thread
 runs which range: the kernels write disjoint outputs.
 """
+import contextlib
 import itertools
 import os
 import queue
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -170,6 +172,30 @@ def ordered_map(fn, items, workers, pause=None):
         for f in pending:
             f.cancel()
         pool.shutdown(wait=True)
+
+
+_SWITCH_LOCK = threading.Lock()
+_SWITCH = {"users": 0, "saved": None}
+
+
+@contextlib.contextmanager
+def quick_switching(seconds):
+    """Python's thread switch interval at most `seconds` inside (the one before restored when the last
+    user leaves). Python's default, 5 ms, is how long a thread back from a GPU wait or a nogil kernel
+    may wait for the GIL while another holds it: with many batches side by side on a GPU their
+    threads take turns at NumPy glue, and a shorter interval shortens each batch's waits."""
+    with _SWITCH_LOCK:
+        if _SWITCH["users"] == 0:
+            _SWITCH["saved"] = sys.getswitchinterval()
+            sys.setswitchinterval(min(seconds, _SWITCH["saved"]))
+        _SWITCH["users"] += 1
+    try:
+        yield
+    finally:
+        with _SWITCH_LOCK:
+            _SWITCH["users"] -= 1
+            if _SWITCH["users"] == 0:
+                sys.setswitchinterval(_SWITCH["saved"])
 
 
 _TALLY = threading.Lock()

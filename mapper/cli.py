@@ -97,8 +97,8 @@ def build_parser():
                    help="coordinate-sorted output, indexed beside it (.bai/.csi/.crai) when written to a file")
     p.add_argument("--level", type=int, metavar="0-9", help="compression level of BAM/CRAM/SAM.gz output")
     p.add_argument("--batches", type=int, metavar="N",
-                   help="batches mapped side by side (default: threads / 5, at least 2; 1 with -t 1); the output "
-                        "does not depend on it")
+                   help="batches mapped side by side (default: threads / 5, with --device gpu 3/4 of the "
+                        "threads; at least 2, 1 with -t 1); the output does not depend on it")
     p.add_argument("--dask", metavar="local:N|tcp://HOST:PORT",
                    help="map on a Dask cluster: N local worker processes, or a running scheduler")
 

@@ -13,17 +13,21 @@ GPU_BATCH_SIZE = 200000
 #: batches mapped side by side: one batch's serial steps (NumPy bookkeeping, selection) overlap the
 #: others' parallel kernels, and on a GPU one batch's host work overlaps another's device work. By
 #: default at least 2, and one more for every THREADS_PER_BATCH threads (measured best: 3 on 16 cores,
-#: 6 rather than 3 on 32; BENCHMARKS.md, "Batches side by side"); with device "gpu" one more for every
-#: THREADS_PER_GPU_BATCH threads (16 cores, one GPU: 4-6 batches 8-13 % faster than 3)
+#: 6 rather than 3 on 32; BENCHMARKS.md, "Batches side by side"); with device "gpu" GPU_BATCHES_PER_THREAD
+#: of the threads (16 cores, one H200: 12 side by side 2,000,000 reads in 1.18-1.70 s, 8 in 1.43-1.76 s,
+#: 5 in 1.56 s; host memory 3.3 GB at 12, GPU memory 8.0 GB: BENCHMARKS.md, "Batches side by side on a GPU")
 THREADS_PER_BATCH = 5
-THREADS_PER_GPU_BATCH = 3
+GPU_BATCHES_PER_THREAD = 0.75
 
 
 def default_batches(threads, device=None):
     """Batches mapped side by side by default: 1 on one thread, else max(2, threads // THREADS_PER_BATCH),
-    or // THREADS_PER_GPU_BATCH with device "gpu"."""
-    per = THREADS_PER_GPU_BATCH if device == "gpu" else THREADS_PER_BATCH
-    return 1 if threads == 1 else max(2, threads // per)
+    or with device "gpu" max(2, GPU_BATCHES_PER_THREAD * threads)."""
+    if threads == 1:
+        return 1
+    if device == "gpu":
+        return max(2, int(threads * GPU_BATCHES_PER_THREAD))
+    return max(2, threads // THREADS_PER_BATCH)
 
 
 @dataclass

@@ -131,12 +131,12 @@ def test_deterministic_across_threads_and_batches(sim_data, tmp_path):
 
 
 def test_default_batches_side_by_side():
-    """threads / 5 batches side by side, threads / 3 on a GPU (a batch's host work overlaps another's
+    """threads / 5 batches side by side, 3/4 of the threads on a GPU (a batch's host work overlaps another's
     device work), at least 2; one on one thread."""
     from pymap.options import default_batches
     assert [default_batches(t) for t in (1, 2, 16, 32)] == [1, 2, 3, 6]
-    assert [default_batches(t, "gpu") for t in (1, 2, 16, 32)] == [1, 2, 5, 10]
-    for device, want in ((None, 3), ("auto", 3), ("cpu", 3), ("gpu", 5)):
+    assert [default_batches(t, "gpu") for t in (1, 2, 16, 32)] == [1, 2, 12, 24]
+    for device, want in ((None, 3), ("auto", 3), ("cpu", 3), ("gpu", 12)):
         opt = AlignOptions(threads=16, device=device)
         opt.validate()
         assert opt.batches == want
@@ -311,3 +311,19 @@ def test_read_with_errors_inside_a_tandem_array_is_not_unique(tmp_path, extender
     rec = next(iter(pysam.AlignmentFile(str(out))))
     assert not rec.is_unmapped and 3000 <= rec.reference_start <= 3010
     assert rec.mapping_quality < 20 and rec.has_tag("XS")
+
+
+def test_quick_switching_is_restored_by_its_last_user():
+    """threads.quick_switching (GPU runs with batches side by side): the interval is lowered while
+    any user is inside, never raised, and restored when the last one leaves."""
+    import sys
+    from pymap.kernels.threads import quick_switching
+    before = sys.getswitchinterval()
+    with quick_switching(0.001):
+        assert sys.getswitchinterval() == 0.001
+        with quick_switching(0.002):
+            assert sys.getswitchinterval() == 0.001
+        assert sys.getswitchinterval() == 0.001
+    assert sys.getswitchinterval() == before
+    with quick_switching(1.0):
+        assert sys.getswitchinterval() == before
