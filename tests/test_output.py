@@ -170,3 +170,22 @@ def test_a_fifo_receives_the_sam(tmp_path):
     _align(fifo)
     reader.join(timeout=60)
     assert got and got[0].count(b"\n") == 2000 + 3 and fifo.exists() and not fifo.is_file()
+
+
+@pytest.mark.parametrize("ext", ["sam", "bam"])
+def test_an_earlier_output_is_replaced_whole(tmp_path, ext):
+    """An output file of the same name, or a link of that name, is replaced by the finished file
+    (outfile.publish moves it aside first): its content gone, a link's target untouched, nothing left
+    beside it."""
+    out = tmp_path / f"out.{ext}"
+    out.write_bytes(b"old output\n" * 1000)
+    _align(out)
+    _, records = _records(out)
+    assert len(records) == 2000 and os.listdir(tmp_path) == [f"out.{ext}"]
+    target = tmp_path / "kept.txt"
+    target.write_bytes(b"not pymap's")
+    out.unlink()
+    out.symlink_to(target)
+    _align(out)
+    assert not out.is_symlink() and len(_records(out)[1]) == 2000 and target.read_bytes() == b"not pymap's"
+    assert sorted(os.listdir(tmp_path)) == ["kept.txt", f"out.{ext}"]
