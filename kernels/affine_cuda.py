@@ -16,7 +16,7 @@ from numba import njit
 
 from pymap.kernels import affine as cpu
 from pymap.kernels.cuda_support import (call_buffers, call_inputs, cuda, kernel_callable, on_gpus, resident,
-                                        run_on_scratch)
+                                        run_on_scratch, thread_stream)
 from pymap.kernels.threads import tally
 
 #: CIGAR ops kept per candidate on the device
@@ -86,7 +86,7 @@ def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_s
     def part(lo, hi):                              # candidates lo..hi-1 on the current GPU
         m = hi - lo
         nt = _threads(m, maxl, maxb)
-        stream = cuda.stream()
+        stream = thread_stream()
         d_reads = [resident(a) for a in args[:4]]   # a batch's reads serve all its extender calls
         *d, d_p = call_inputs("affine", [a[lo:hi] for a in args[4:] + (c_min,)] + [P], stream)
         d_res, d_cig = call_buffers("affine.out", [((m, 7), np.int64), ((m if traceback else 1, SLOT), np.uint32)])

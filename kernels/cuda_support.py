@@ -53,7 +53,11 @@ def resident(host):
     # copied outside the lock: one batch's reads do not hold up the other batches' stages
     try:
         complete(host)          # a reference decoded on demand is copied whole
-        dev = cuda.to_device(np.ascontiguousarray(host))
+        # on this thread's stream: a copy on the default stream would wait for every kernel of the
+        # other batches in flight, and hold back the ones launched after it
+        stream = thread_stream()
+        dev = cuda.to_device(np.ascontiguousarray(host), stream=stream)
+        stream.synchronize()
     except BaseException:
         with _RESIDENT_LOCK:
             _RESIDENT.pop(key, None)
@@ -64,6 +68,21 @@ def resident(host):
         _RESIDENT[key] = (_RESIDENT[key][0], dev, copied)
     copied.set()
     return dev
+
+
+_STREAMS = threading.local()
+
+
+def thread_stream():
+    """This thread's CUDA stream on the current GPU (made once): a stage's copies and kernels go on it,
+    never on the default stream, which would serialise them with every other batch's work."""
+    streams = getattr(_STREAMS, "by_gpu", None)
+    if streams is None:
+        streams = _STREAMS.by_gpu = {}
+    gpu = getattr(cuda.get_current_device(), "id", 0)
+    if gpu not in streams:
+        streams[gpu] = cuda.stream()
+    return streams[gpu]
 
 
 _SCRATCH = {}
@@ -90,7 +109,11 @@ class _Buffers:
                 size = int(np.prod(shape))
                 buf = self.arrays[k]
                 if buf is None or buf.shape[0] < size or buf.dtype != dtype:
-                    buf = self.arrays[k] = cuda.device_array(max(size, 1), dtype)
+                    # grown by a quarter at least: call buffers' sizes vary a little from batch to
+                    # batch, and each cuMemAlloc (and the cuMemFree of the buffer it replaces, which
+                    # waits for the whole GPU) would come again
+                    grown = buf.shape[0] + buf.shape[0] // 4 if buf is not None and buf.dtype == dtype else 0
+                    buf = self.arrays[k] = cuda.device_array(max(size, grown, 1), dtype)
                     self.views = {key: v for key, v in self.views.items() if key[0] != k}
                 if len(self.views) >= self.MAX_VIEWS:    # call buffers' shapes vary with each batch
                     self.views.clear()
@@ -358,4 +381,4 @@ def replace_rows(counts, values, rows, sub_counts, sub_values):
 
 __all__ = ["batch_on_gpu", "cuda", "cuda_available", "fetch_rows", "gpu_count", "gpu_lock", "kernel_callable",
            "note_gpu", "on_gpus", "pinned_gpu", "replace_rows", "resident", "run_on_scratch", "thread_scratch",
-           "call_buffers", "call_inputs"]
+           "thread_stream", "call_buffers", "call_inputs"]

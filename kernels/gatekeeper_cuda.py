@@ -29,7 +29,8 @@ import numpy as np
 from numba import config as numba_config
 from numba import uint64
 
-from pymap.kernels.cuda_support import call_buffers, call_inputs, cuda, note_gpu, pinned_gpu, resident
+from pymap.kernels.cuda_support import (call_buffers, call_inputs, cuda, note_gpu, pinned_gpu, resident,
+                                        thread_stream)
 from pymap.kernels.packed_ref import complete
 from pymap.kernels.gatekeeper_cpu import (MODE_FULL, MODE_NONE, MODE_PUBLISHED, REJECT, UNDEFINED,
                                     encode_pair_words)
@@ -625,9 +626,9 @@ class GateKeeperCUDA:
 
         def work(dev, lo, hi):
             # the batch's reads are on the device already when the seeder ran there (resident); the
-            # candidates go on a stream of this call's own, and the device's lock is held only while
+            # candidates go on this thread's stream, and the device's lock is held only while
             # kernels run (Numba loads a kernel's module at its first launch on a GPU unguarded)
-            stream = cuda.stream()
+            stream = thread_stream()
             d_rc, d_rrc, d_off = (resident(a) for a in (read_codes, read_rc_codes, read_offsets))
             per_cand = 4 + 1 + 8 * 3 + 8 + 4
             batch = self._batch_size(per_cand, hi - lo)

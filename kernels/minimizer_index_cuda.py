@@ -10,7 +10,7 @@ from numba import config as numba_config
 
 from pymap.kernels import minimizer_index as cpu
 from pymap.kernels.cuda_support import (call_buffers, call_inputs, cuda, fetch_rows, kernel_callable, on_gpus,
-                                        replace_rows, resident, run_on_scratch)
+                                        replace_rows, resident, run_on_scratch, thread_stream)
 from pymap.kernels.minimizers import ring_size
 from pymap.kernels.threads import tally
 
@@ -100,7 +100,7 @@ def query_batch_cuda(codes, offsets, max_edits, m, w, rule, order, max_occ, min_
         k = hi - lo
         nt = 32 if numba_config.ENABLE_CUDASIM else min(MAX_THREADS, -(-k // THREADS_PER_BLOCK) * THREADS_PER_BLOCK)
         tpb = min(nt, THREADS_PER_BLOCK)
-        stream = cuda.stream()
+        stream = thread_stream()
         d_table = [resident(a[name]) for name in ("bucket", "keys", "val", "val_hi", "multi", "multi_hi")]
         d_codes = resident(codes)
         ins = [np.asarray(x, np.int64) for x in (offsets[lo:hi + 1], max_edits[lo:hi])] + [np.zeros(k, np.uint8)]

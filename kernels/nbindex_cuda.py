@@ -14,7 +14,7 @@ from numba import config as numba_config
 from pymap.kernels import diagonal_clusters as dc
 from pymap.kernels import nbindex_query as cpu
 from pymap.kernels.cuda_support import (call_buffers, call_inputs, cuda, fetch_rows, kernel_callable, on_gpus,
-                                        replace_rows, resident, run_on_scratch)
+                                        replace_rows, resident, run_on_scratch, thread_stream)
 from pymap.kernels.threads import tally
 
 #: hits one read strand may have on the device (more: the read is seeded on the CPU)
@@ -89,7 +89,7 @@ def query_batch_cuda(codes, rc_codes, offsets, max_edits, care, span, ln, step, 
         m = hi - lo
         nt = 32 if numba_config.ENABLE_CUDASIM else min(MAX_THREADS, -(-2 * m // THREADS_PER_BLOCK) * THREADS_PER_BLOCK)
         tpb = min(nt, THREADS_PER_BLOCK)
-        stream = cuda.stream()
+        stream = thread_stream()
         d_index = [resident(a) for a in (blk, g, slots, pos)]
         d_reads = [resident(a) for a in (codes, rc_codes)]
         *d_in, d_over = call_inputs("nbindex", [np.asarray(a, np.int64) for a in (
