@@ -283,21 +283,27 @@ class LocalRun:
         side_by_side = opt.batches if pipe.concurrent else 1
         # a reference decoded on demand is trimmed by a batch that starts with none in flight (Pipeline.batch)
         pause = pipe.ref.trim_wanted
-        if mates_path is not None or opt.interleaved:
-            from pymap.mates import read_mate_batches
-            batches = ahead(read_mate_batches(reads_path, mates_path, opt.pairs_per_batch))
-            self.model, batches = insert_model(pipe, batches, opt, side_by_side)
-
-            def mapped(b):
-                return pipe.map_pairs(b[0], b[1], self.model, b[2])
-        else:
-            batches = ahead(read_batches(reads_path, opt.batch_size))
-            mapped = pipe.map_batch
-        switching = contextlib.nullcontext()
-        if pipe.run_stats.on_gpu and side_by_side > 1:
-            mapped, batches = spread_over_gpus(mapped), enumerate(batches)
-            switching = quick_switching(GPU_SWITCH_INTERVAL)
+        on_gpus = pipe.run_stats.on_gpu and side_by_side > 1
+        switching = quick_switching(GPU_SWITCH_INTERVAL) if on_gpus else contextlib.nullcontext()
         with switching:
+            if mates_path is not None or opt.interleaved:
+                from pymap.mates import read_mate_batches
+                batches = ahead(read_mate_batches(reads_path, mates_path, opt.pairs_per_batch))
+                hits_of = None
+                if on_gpus:     # batch k's hits on the GPU its pairing will use (spread_over_gpus)
+                    pinned = spread_over_gpus(lambda b: pipe.pair_hits_of(*b))
+
+                    def hits_of(k, r1, r2):
+                        return pinned((k, (r1, r2)))
+                self.model, batches = insert_model(pipe, batches, opt, side_by_side, hits_of)
+
+                def mapped(b):
+                    return pipe.map_pairs(b[0], b[1], self.model, None if b[2] is None else b[2].result())
+            else:
+                batches = ahead(read_batches(reads_path, opt.batch_size))
+                mapped = pipe.map_batch
+            if on_gpus:
+                mapped, batches = spread_over_gpus(mapped), enumerate(batches)
             yield from ordered_map(mapped, batches, side_by_side, pause)
         self.stats.filter_slack = pipe.slack.summary()
 
@@ -330,13 +336,14 @@ def spread_over_gpus(map_one):
     return mapped
 
 
-def insert_model(pipe, batches, options, side_by_side=1):
-    """(InsertModel, the batches again as (r1, r2, hits or None)): options.insert_size when given,
-    else learned from the first MODEL_PAIRS pairs whatever the batch size (their hits are kept and
-    mapped, not computed twice). Only those pairs are needed before the model exists: the rest of a
-    larger batch (on a GPU, 100,000 pairs) goes on as a batch of its own. Up to side_by_side batches'
-    hits are computed at once (they need no model), the next batches' beside the model's, so that
-    mapping does not wait for the model alone."""
+def insert_model(pipe, batches, options, side_by_side=1, hits_of=None):
+    """(InsertModel, the batches again as (r1, r2, hits: None or a Future of the pairs' Hits)):
+    options.insert_size when given, else learned from the first MODEL_PAIRS pairs whatever the batch
+    size. Only those pairs are needed before the model exists: the rest of a larger batch (on a GPU,
+    100,000 pairs) goes on as a batch of its own. Up to side_by_side batches' hits are started at once
+    (they need no model), the next batches' beside the model's, and only the model's are waited for
+    here: the others go on as futures, each batch's pairing and SAM text starting when its hits are
+    ready. hits_of(k, r1, r2): the hits of the k-th batch (default: pipe.pair_hits_of)."""
     import itertools
     from concurrent.futures import ThreadPoolExecutor
 
@@ -345,8 +352,12 @@ def insert_model(pipe, batches, options, side_by_side=1):
     rest = ((r1, r2, None) for r1, r2 in batches)
     if options.insert_size is not None:
         return options.insert_size, rest
+    if hits_of is None:
+        def hits_of(k, r1, r2):
+            return pipe.pair_hits_of(r1, r2)
     held, seen, parts = [], 0, 0
-    with ThreadPoolExecutor(max(1, side_by_side)) as pool:
+    pool = ThreadPoolExecutor(max(1, side_by_side))
+    try:
         while seen < insert.MODEL_PAIRS or len(held) < side_by_side:
             item = next(rest, None)
             if item is None:
@@ -357,12 +368,13 @@ def insert_model(pipe, batches, options, side_by_side=1):
                 rest = itertools.chain([(batch_slice(r1, need, len(r1)), batch_slice(r2, need, len(r2)), None)],
                                        rest)
                 r1, r2 = batch_slice(r1, 0, need), batch_slice(r2, 0, need)
-            held.append((r1, r2, pool.submit(pipe.pair_hits_of, r1, r2)))
+            held.append((r1, r2, pool.submit(hits_of, len(held), r1, r2)))
             if need > 0:
                 parts += 1
                 seen += len(r1)
-        held = [(r1, r2, h.result()) for r1, r2, h in held]
-    inserts = [pipe.pair_inserts(h, len(r1)) for r1, r2, h in held[:parts]]
+    finally:
+        pool.shutdown(wait=False)       # its threads end with the hits they compute
+    inserts = [pipe.pair_inserts(h.result(), len(r1)) for r1, r2, h in held[:parts]]
     return insert.learn(np.concatenate(inserts) if inserts else []), itertools.chain(held, rest)
 
 
