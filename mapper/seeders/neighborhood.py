@@ -264,7 +264,11 @@ class NeighborhoodSeeder(Seeder):
             m = r1 - r0
             if self.device == "gpu":
                 from pymap.kernels.nbindex_cuda import query_batch_cuda
-                counts, found = query_batch_cuda(codes[sl], rc[sl], offs, max_edits[r0:r1], index.care, index.span,
+                # the batch's own arrays when they are one part: the device copy the filter and the
+                # extender use too (resident keys on the array), not a second one of a view
+                whole = r0 == 0 and r1 == n
+                part_codes, part_rc = (codes, rc) if whole else (codes[sl], rc[sl])
+                counts, found = query_batch_cuda(part_codes, part_rc, offs, max_edits[r0:r1], index.care, index.span,
                                                  index.ln, self.step, self.lossless, self.e_nb, self.max_occ, mc,
                                                  self.min_hits, a["blk"], a["g"], a["slots"], a["pos"],
                                                  timing=self.timing)
