@@ -277,6 +277,39 @@ def test_mapping_on_gpu_equals_cpu(where, paired, seeder, lazy, report_all):
     assert res["on_gpu"] == ["seed", "filter", "extend"] and res["on_cpu"] == []
 
 
+def batch_reads_copied():
+    """Device copies that a GPU mapping of one batch makes of arrays as long as its bases: its codes
+    and its reverse complements, each once for seeder, filter and extender (cuda_support.resident)."""
+    import gzip
+    import shutil
+    import tempfile
+    from pymap import api
+    from pymap.kernels import cuda_support as cs
+    from pymap.options import AlignOptions
+    root = TESTS.parent / "examples"
+    tmp = Path(tempfile.mkdtemp())
+    shutil.copy(root / "lambda.fa", tmp / "lambda.fa")
+    with gzip.open(root / "reads.fq.gz", "rt") as fh:
+        lines = [next(fh) for _ in range(4 * 120)]
+    (tmp / "r.fq").write_text("".join(lines))
+    bases = sum(len(lines[i].strip()) for i in range(1, len(lines), 4))
+    sizes, real = [], cs.cuda.to_device
+
+    def counted(a, *args, **kw):
+        sizes.append(int(np.asarray(a).size))
+        return real(a, *args, **kw)
+    cs.cuda.to_device = counted
+    api.align(str(tmp / "lambda.fa"), str(tmp / "r.fq"), str(tmp / "out.sam"),
+              options=AlignOptions(device="gpu", threads=2, batch_size=1000, batches=1, progress=False),
+              summary=False)
+    return sizes.count(bases)
+
+
+@pytest.mark.parametrize("where", ["simulator", "gpu"])
+def test_a_batch_reads_are_copied_to_the_device_once(where):
+    assert run_check("batch_reads_copied", where) == 2
+
+
 def test_device_option_reaches_every_stage_that_has_one(tmp_path):
     """--device sets seeder, filter and extender alike (auto: the GPU when one is usable); a stage
     without a device option (a plugin, the edlib filter) is left alone; an explicit stage option wins."""
