@@ -73,8 +73,8 @@ def _threads(n, maxl, maxb):
 def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band,
                       params=None, min_score=None, traceback=True, timing=None):
     """kernels.affine.affine_align (traceback) or affine_scores (not) on the GPUs (the candidates
-    split evenly over every visible one): same arguments, same results. timing: a dict whose "kernel_ms" gets the kernel's time (CUDA events)
-    added."""
+    split evenly over every visible one): same arguments, same results. timing: a dict whose "kernel_ms"
+    gets the kernel's time (CUDA events) added."""
     P = cpu.make_params() if params is None else np.ascontiguousarray(params, np.int64)
     args = cpu._prep(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band)
     n = args[4].shape[0]

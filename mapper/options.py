@@ -15,7 +15,7 @@ GPU_BATCH_SIZE = 200000
 #: default at least 2, and one more for every THREADS_PER_BATCH threads (measured best: 3 on 16 cores,
 #: 6 rather than 3 on 32; BENCHMARKS.md, "Batches side by side"); with device "gpu" GPU_BATCHES_PER_THREAD
 #: of the threads (16 cores, one H200: 12 side by side 2,000,000 reads in 1.18-1.70 s, 8 in 1.43-1.76 s,
-#: 5 in 1.56 s; host memory 3.3 GB at 12, GPU memory 8.0 GB: BENCHMARKS.md, "Batches side by side on a GPU")
+#: 5 in 1.56 s; host memory 3.3 GB at 12, GPU memory 8.0 GB: BENCHMARKS.md, "Host work around the GPU batches")
 THREADS_PER_BATCH = 5
 GPU_BATCHES_PER_THREAD = 0.75
 
