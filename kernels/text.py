@@ -25,8 +25,7 @@ def gather_ranges(buf, starts, ends, table):
 @njit(cache=True, nogil=True)
 def _gather_ranges(i0, i1, buf, starts, ends, table, offsets, out):
     for i in range(i0, i1):
-        o = offsets[i]
-        for j in range(starts[i], ends[i]):
-            out[o] = table[buf[j]]
-            o += 1
+        src, dst = buf[starts[i]:ends[i]], out[offsets[i]:offsets[i + 1]]    # slices: see kernels/fastq.py
+        for j in range(src.shape[0]):
+            dst[j] = table[src[j]]
 
