@@ -2,7 +2,7 @@
 # The GPU measurements of BENCHMARKS.md in one device call (the machines are lent for minutes):
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
 #   bash scripts/gpu/session.sh STEP ...   (default: tests bench ncu map)
-#   steps: tests gpustages bench cand scale ncu map gpupipe gpupairs abpipe spy spystart gpustart large multigpu
+#   steps: tests gpustages bench cand scale ncu map gpupipe gpumem gpupairs abpipe spy spystart gpustart large multigpu
 #          cpus ceiling hostceiling dask daskab daskprof output (each is described where the case below handles it)
 # (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
 # dependencies, see BENCHMARKS.md "Scale-out on Dask")
@@ -87,6 +87,19 @@ for step in $steps; do
     python3 scripts/bench_gpu_pipeline.py /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t "$(nproc)" --batch-size ${BATCH:-200000} \
       --repeats 2 --workdir /tmp/map --profile ${PROFILE:-0} --batches "${BATCHES:-}" --devices ${DEVICES:-cpu,gpu} ${GPUPIPE_FLAGS:-} 2>&1 \
       | grep -v -i warn | tee -a "$OUT/gpupipe.md" ;;
+  gpumem)
+    # GPU memory (nvidia-smi's memory.used, sampled every 100 ms, its peak) and host memory (max RSS) of
+    # whole `pymap align --device gpu` runs on MAP_READS reads with each of MEM_BATCHES batches side by side
+    ecoli_reads
+    for n in ${MEM_BATCHES:-5 8 12}; do
+      nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > /tmp/gmem_$n.txt &
+      sampler=$!
+      /usr/bin/time -f "batches $n: %e s, max RSS %M KB" python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa \
+        /tmp/map/r150.fq --device gpu -t "$(nproc)" --batches $n --no-progress -o /tmp/map/m.sam 2>&1 | tail -1 \
+        | tee -a "$OUT/gpumem.txt"
+      kill $sampler
+      echo "  GPU memory used, peak: $(sort -n /tmp/gmem_$n.txt | tail -1) MiB" | tee -a "$OUT/gpumem.txt"
+    done ;;
   gpupairs)
     # FR pairs (MAP_PAIRS, default 500,000, of 150 bp) as whole `pymap align` processes, SAM to a file,
     # --device cpu on all cores and --device gpu alternated; records compared without @PG
