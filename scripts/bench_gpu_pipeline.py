@@ -14,6 +14,8 @@ parsing and SAM formatting included; reference and index loading excluded).
 --timeline: for the last run of each row, when each batch's reads were parsed, when its mapping started
 and ended (on its thread) and when its SAM was written, in seconds from the run's start: which of the
 reader, the mapping or the writer the run waits for.
+--mates R2.fq: pairs (READS holding read 1), --batch-size / 2 pairs a batch as in pymap align; the
+timeline then shows each batch's hits and its pairing apart.
 """
 import argparse
 import os
@@ -33,57 +35,85 @@ def _cpu_seconds():
 
 
 class Timeline:
-    """Event times of one run's batches, in seconds from its start (see --timeline)."""
+    """Event times of one run's batches, in seconds from its start (see --timeline): when each batch's
+    reads were parsed, when each stage hooked here started and ended on a batch ("mapping" for single
+    reads; "hits" and "pairing" for pairs, whose first batches' hits start beside the insert-size
+    model), and when each batch's SAM was written."""
 
-    def __init__(self, run):
+    def __init__(self, run, pairs):
+        import pymap.mates as mates
         self.t0 = time.perf_counter()
-        self.parsed, self.mapped, self.written = [], {}, []
-        read_batches, map_batch = api.read_batches, run.pipe.map_batch
+        self.parsed, self.written, self.spans = [], [], {}
+        self._undo = []
+        pipe = run.pipe
+        if pairs:
+            self._patch(mates, "read_mate_batches", self._timed_reads(mates.read_mate_batches))
+            self._patch(pipe, "pair_hits_of", self._timed("hits", pipe.pair_hits_of))
+            self._patch(pipe, "map_pairs", self._timed("pairing", pipe.map_pairs))
+        else:
+            self._patch(api, "read_batches", self._timed_reads(api.read_batches))
+            self._patch(pipe, "map_batch", self._timed("mapping", pipe.map_batch))
 
-        def timed_reads(*args, **kwargs):
-            for batch in read_batches(*args, **kwargs):
+    def _patch(self, owner, name, fn):
+        self._undo.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, fn)
+
+    def _timed_reads(self, read):
+        def timed(*args, **kwargs):
+            for batch in read(*args, **kwargs):
                 self.parsed.append(self.now())
                 yield batch
+        return timed
 
-        def timed_map(batch):
+    def _timed(self, stage, fn):
+        spans = self.spans.setdefault(stage, {})
+
+        def timed(batch, *args):
             start = self.now()
-            text = map_batch(batch)
-            self.mapped[batch.first_index] = (start, self.now())
-            return text
-
-        api.read_batches, run.pipe.map_batch = timed_reads, timed_map
-        self._undo = lambda: setattr(api, "read_batches", read_batches)
+            out = fn(batch, *args)
+            spans[batch.first_index] = (start, self.now())
+            return out
+        return timed
 
     def now(self):
         return time.perf_counter() - self.t0
 
     def report(self, label):
-        self._undo()
-        spans = [self.mapped[k] for k in sorted(self.mapped)]
+        for owner, name, fn in self._undo:
+            setattr(owner, name, fn)
+        stages = list(self.spans)
+        keys = sorted(self.spans[stages[-1]])          # the last stage hooked yields each written batch
         print(f"## timeline, {label} (s from the start)")
-        print("| batch | parsed | mapping starts | ends | takes | written |")
-        print("| ---: | ---: | ---: | ---: | ---: | ---: |")
-        for i, ((a, b), p, w) in enumerate(zip(spans, self.parsed, self.written)):
-            print(f"| {i} | {p:.3f} | {a:.3f} | {b:.3f} | {b - a:.3f} | {w:.3f} |")
-        busy = sum(b - a for a, b in spans)
-        print(f"reader done at {self.parsed[-1]:.3f} s; mapping {busy:.2f} batch-seconds over "
-              f"{spans[-1][1] - spans[0][0]:.2f} s ({busy / max(spans[-1][1] - spans[0][0], 1e-9):.1f} in flight); "
-              f"last write {self.written[-1]:.3f} s")
+        print("| batch | " + " | ".join(f"{s} starts | ends | takes" for s in stages) + " | written |")
+        print("| ---: |" + " ---: | ---: | ---: |" * len(stages) + " ---: |")
+        for i, (k, w) in enumerate(zip(keys, self.written)):
+            cells = []
+            for s in stages:
+                a, b = self.spans[s].get(k, (float("nan"), float("nan")))
+                cells.append(f"{a:.3f} | {b:.3f} | {b - a:.3f}")
+            print(f"| {i} | " + " | ".join(cells) + f" | {w:.3f} |")
+        print("parsed at: " + ", ".join(f"{p:.3f}" for p in self.parsed))
+        for s in stages:
+            spans = list(self.spans[s].values())
+            busy = sum(b - a for a, b in spans)
+            wall = max(b for _, b in spans) - min(a for a, _ in spans)
+            print(f"{s}: {busy:.2f} batch-seconds over {wall:.2f} s ({busy / max(wall, 1e-9):.1f} in flight)")
+        print(f"reader done at {self.parsed[-1]:.3f} s; last write {self.written[-1]:.3f} s")
 
 
-def run_once(ref, reads, device, threads, batch_size, out_path, batches=None, timeline=False):
+def run_once(ref, reads, device, threads, batch_size, out_path, batches=None, timeline=False, mates=None):
     opts = AlignOptions(device=device, threads=threads, batch_size=batch_size, batches=batches,
                         progress=False).validate()
     run = api.LocalRun(ref, opts, None, False)
     header = make_header(run.reference, "bench", None)
-    tl = Timeline(run) if timeline else None
+    tl = Timeline(run, mates is not None) if timeline else None
     if os.path.exists(out_path):
         # the last repeat's file, truncated by open: ext4 then writes the new one out at its close
         # (auto_da_alloc; 0.8 s for 6 M reads' SAM), which pymap align does not do (outfile.publish)
         os.unlink(out_path)
     t, cpu = time.perf_counter(), _cpu_seconds()
     with open(out_path, "wb") as out:
-        for text in ahead(run.sam_batches(reads, None, header)):     # as pymap align does
+        for text in ahead(run.sam_batches(reads, mates, header)):     # as pymap align does
             out.write(text)
             if tl:
                 tl.written.append(tl.now())
@@ -109,6 +139,7 @@ def main():
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="profile one more run per device (cProfile) and print its N costliest functions")
     ap.add_argument("--timeline", action="store_true", help="print the batches' timeline of each row's last run")
+    ap.add_argument("--mates", help="read 2 of pairs (READS holding read 1): the pairs are mapped")
     args = ap.parse_args()
     rows, outputs = [], {}
     runs = [(d, int(b) if b else None) for d in args.devices.split(",") for b in args.batches.split(",")]
@@ -118,7 +149,7 @@ def main():
         for k in range(args.repeats):
             path = os.path.join(args.workdir, f"bench_{device}_{batches}.sam")
             res = run_once(args.ref, args.reads, device, args.threads, args.batch_size, path, batches,
-                           timeline=args.timeline and k == args.repeats - 1)
+                           timeline=args.timeline and k == args.repeats - 1, mates=args.mates)
             best = res if best is None or res[0] < best[0] else best
         if res[4]:
             res[4].report(label)
@@ -127,7 +158,8 @@ def main():
             import cProfile
             import pstats
             prof = cProfile.Profile()
-            prof.runcall(run_once, args.ref, args.reads, device, args.threads, args.batch_size, path, batches)
+            prof.runcall(run_once, args.ref, args.reads, device, args.threads, args.batch_size, path, batches,
+                         mates=args.mates)
             print(f"## profile, {label}")
             pstats.Stats(prof).sort_stats("tottime").print_stats(args.profile)
         seconds, st, timing, cpu, _ = best

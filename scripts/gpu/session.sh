@@ -2,7 +2,7 @@
 # The GPU measurements of BENCHMARKS.md in one device call (the machines are lent for minutes):
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
 #   bash scripts/gpu/session.sh STEP ...   (default: tests bench ncu map)
-#   steps: tests gpustages bench cand scale ncu map gpupipe gpumem gpupairs abpipe spy spystart gpustart large multigpu
+#   steps: tests gpustages bench cand scale ncu map gpupipe gpumem gpupairpipe gpupairs abpipe spy spystart gpustart large multigpu
 #          cpus ceiling hostceiling dask daskab daskprof output (each is described where the case below handles it)
 # (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
 # dependencies, see BENCHMARKS.md "Scale-out on Dask")
@@ -100,6 +100,15 @@ for step in $steps; do
       kill $sampler
       echo "  GPU memory used, peak: $(sort -n /tmp/gmem_$n.txt | tail -1) MiB" | tee -a "$OUT/gpumem.txt"
     done ;;
+  gpupairpipe)
+    # the gpupipe step on FR pairs (MAP_PAIRS, default 500,000, of 150 bp; --batch-size / 2 pairs a batch),
+    # with the timeline of each row's last run (hits and pairing of each batch)
+    mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
+    [ -f /tmp/map/p2.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_PAIRS:-500000} -L 150 \
+      --seed 5 -o /tmp/map/p1.fq --pairs /tmp/map/p2.fq
+    python3 scripts/bench_gpu_pipeline.py /tmp/map/ecoli_MG1655.fa /tmp/map/p1.fq --mates /tmp/map/p2.fq -t "$(nproc)" \
+      --batch-size ${BATCH:-200000} --repeats 2 --workdir /tmp/map --batches "${BATCHES:-}" --devices ${DEVICES:-cpu,gpu} \
+      --timeline 2>&1 | grep -v -i warn | tee -a "$OUT/gpupairpipe.md" ;;
   gpupairs)
     # FR pairs (MAP_PAIRS, default 500,000, of 150 bp) as whole `pymap align` processes, SAM to a file,
     # --device cpu on all cores and --device gpu alternated; records compared without @PG
