@@ -244,6 +244,7 @@ class RecordRuns:
 
     @staticmethod
     def _fasta_starts(buf, a, b):
+        """Positions in buf[a:b] of the '>' that start a line (FASTA records)."""
         at = np.flatnonzero(buf[a:b] == 62) + a
         return at[(at == 0) | (buf[np.maximum(at - 1, 0)] == 10)]
 
