@@ -163,7 +163,7 @@ def _map_chunk(run, chunk, model, header_text, part):
     measured; notes; (this worker thread, when its pipeline was ready, when the task started and
     ended: time.time())."""
     pipe, ready = _worker_pipeline(*run)
-    start = time.time()
+    start, cpu = time.time(), _thread_cpu()
     reads = chunk.load() if isinstance(chunk, FileChunk) else chunk
     with pipe.batch() as stats:
         text = pipe.map_pairs(*reads, model) if model is not None else pipe.map_batch(reads)
@@ -181,8 +181,20 @@ def _map_chunk(run, chunk, model, header_text, part):
         # a NumPy array travels without the copies Dask makes of a bytes object (3 x faster here)
         result = np.frombuffer(text, np.uint8)
     notes = pipe.seeder.run_notes() + pipe.slack.notes() + _slow_settings_notes()
-    times = (f"{os.getpid()}.{threading.get_ident()}", ready, start, time.time())
+    used = tuple(b - a for a, b in zip(cpu, _thread_cpu()))
+    times = (f"{os.getpid()}.{threading.get_ident()}", ready, start, time.time(), used)
     return result, stats, sorted(set(pipe.slack.table.values())), notes, times
+
+
+def _thread_cpu():
+    """(user, system) CPU seconds of this thread so far; (process CPU seconds, 0) where the platform
+    keeps no per-thread split. A chunk's wall time beside its CPU time tells a slower CPU (contention
+    for caches and memory: both grow) from a thread left waiting (only the wall time grows)."""
+    import resource
+    if hasattr(resource, "RUSAGE_THREAD"):
+        use = resource.getrusage(resource.RUSAGE_THREAD)
+        return use.ru_utime, use.ru_stime
+    return time.thread_time(), 0.0
 
 
 def _slow_settings_notes():
@@ -228,6 +240,7 @@ class DaskRun:
     def __init__(self, spec, ref_path, options, index_path, paired):
         from pymap.pipeline import RunStats
         self.t0, self.wall0, self.t_first, self.chunks = time.perf_counter(), time.time(), None, 0
+        self.chunk_cpu = (0.0, 0.0)             # summed (user, system) CPU seconds of the chunks' threads
         self.owned, self.scratch, self.how, self.workers = [], None, "", {}
         try:
             with ThreadPoolExecutor(1) as pool:
@@ -362,7 +375,7 @@ class DaskRun:
                                    else f"{min(self.slack)}..{max(self.slack)}")
 
     def _collect(self, future):
-        result, stats, slack, notes, (worker, ready, start, end) = future.result()
+        result, stats, slack, notes, (worker, ready, start, end, cpu) = future.result()
         future.release()
         if isinstance(result, str):
             from pymap.outfile import PartFile
@@ -372,6 +385,7 @@ class DaskRun:
             self.t_first = time.perf_counter() - self.t0
         _, first, last, busy = self.workers.get(worker, (ready, start, end, 0.0))
         self.workers[worker] = (ready, min(first, start), max(last, end), busy + end - start)
+        self.chunk_cpu = tuple(a + b for a, b in zip(self.chunk_cpu, cpu))
         self.stats.add(stats)
         self.slack.update(slack)
         self._notes.extend(n for n in notes if n not in self._notes)
@@ -389,7 +403,9 @@ class DaskRun:
                   f"pipelines ready after {min(ready):.2f}..{max(ready):.2f} s, first chunk back after "
                   f"{self.t_first or 0:.2f} s, {self.chunks} chunks in {now - self.t0:.2f} s ({self.how}); "
                   f"a chunk took {busy / max(self.chunks, 1):.2f} s on average, workers busy "
-                  f"{100 * busy / max(span, 1e-9):.0f} % from their first chunk to their last")
+                  f"{100 * busy / max(span, 1e-9):.0f} % from their first chunk to their last; a chunk's "
+                  f"thread used {self.chunk_cpu[0] / max(self.chunks, 1):.3f} s user and "
+                  f"{self.chunk_cpu[1] / max(self.chunks, 1):.3f} s system CPU")
         return self._notes + [timing]
 
     def close(self):

@@ -31,15 +31,17 @@ def run(cmd, log):
 
 def dask_timing(log):
     """(seconds until the first chunk came back, seconds in all, seconds a chunk took on average,
-    fraction of the time workers were busy from their first chunk to their last) from a --dask run's
-    summary note."""
+    fraction of the time workers were busy from their first chunk to their last, CPU seconds a chunk's
+    thread used (user + system)) from a --dask run's summary note."""
     import re
     text = open(log).read()
     m = re.search(r"first chunk back after ([0-9.]+) s, \d+ chunks in ([0-9.]+) s", text)
     c = re.search(r"a chunk took ([0-9.]+) s on average, workers busy (\d+) %", text)
-    if not (m and c):
-        return None, None, None, None
-    return float(m.group(1)), float(m.group(2)), float(c.group(1)), int(c.group(2)) / 100
+    u = re.search(r"thread used ([0-9.]+) s user and ([0-9.]+) s system", text)
+    if not (m and c and u):
+        return None, None, None, None, None
+    return (float(m.group(1)), float(m.group(2)), float(c.group(1)), int(c.group(2)) / 100,
+            float(u.group(1)) + float(u.group(2)))
 
 
 def records_digest(path, ref):
@@ -121,9 +123,9 @@ def main(argv=None):
     steady = {}
     for k in configs:
         if k.startswith("dask"):
-            first, total, chunk, busy = dask_timing(w(k.replace(" ", "_").replace(":", "") + ".log"))
+            first, total, chunk, busy, cpu = dask_timing(w(k.replace(" ", "_").replace(":", "") + ".log"))
             if first is not None and total > first:
-                steady[k] = (first, (n_reads - a.batch_size) / (total - first), chunk, busy)
+                steady[k] = (first, (n_reads - a.batch_size) / (total - first), chunk, busy, cpu)
     for k in configs:
         if k.startswith("dask"):
             n = int(k.split(":")[1])
@@ -135,8 +137,9 @@ def main(argv=None):
                     eff += f" (steady-state efficiency {steady[k][1] / (n * steady['dask local:1'][1]):.2f})"
                     # the loss split: each chunk mapped slower (contention), or workers waiting (the
                     # client, the scheduler, the ramp and the tail of the run)
-                    eff += (f"; a chunk {steady[k][2]:.3f} s (local:1 {steady['dask local:1'][2]:.3f} s), workers "
-                            f"busy {100 * steady[k][3]:.0f} %")
+                    eff += (f"; a chunk {steady[k][2]:.3f} s, {steady[k][4]:.3f} s of CPU (local:1 "
+                            f"{steady['dask local:1'][2]:.3f} s, {steady['dask local:1'][4]:.3f} s of CPU), "
+                            f"workers busy {100 * steady[k][3]:.0f} %")
             lines.append(f"{k}: throughput {med['sam'] / med[k]:.3f} x that of -t {a.threads}; per worker "
                          f"{n_reads / med[k] / n:,.0f} reads/s{eff}")
     text = "\n".join(lines)

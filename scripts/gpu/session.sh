@@ -171,7 +171,17 @@ cuda.current_context(); t3 = time.perf_counter()
 import numpy as np; cuda.to_device(np.zeros(10)); cuda.synchronize(); t4 = time.perf_counter()
 print(f'import numba {t1 - t0:.2f} s, numba.cuda {t2 - t1:.2f} s, context {t3 - t2:.2f} s, first copy {t4 - t3:.2f} s')
 " | tee -a "$OUT/gpustart.txt"
-    sort -t'|' -k2 -n "$OUT/imp_cuda.txt" | tail -12 | tee -a "$OUT/gpustart.txt" ;;
+    sort -t'|' -k2 -n "$OUT/imp_cuda.txt" | tail -12 | tee -a "$OUT/gpustart.txt"
+    # whole processes on a few reads (start-up and exit, little mapping), after one run that fills the caches
+    ecoli_reads && python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
+    head -n 8000 /tmp/map/r150.fq > /tmp/map/few.fq
+    TIMEFORMAT="%R"
+    for i in 0 1 2; do for dev in cpu gpu; do
+      s=$( { time python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa /tmp/map/few.fq --device $dev -t "$(nproc)" \
+        --no-progress -o /tmp/map/few_$dev.sam 2>/tmp/map/few.err ; } 2>&1 | tail -1 )
+      [ $i = 0 ] || echo "2,000 reads, $dev: $s s wall; $(grep -o '[0-9.]* s (seed.*' /tmp/map/few.err | head -1)" \
+        | tee -a "$OUT/gpustart.txt"
+    done; done ;;
   large)
     # a human-like genome (LARGE_SIZE, default 1G) mapped with its minimizer index resident on the GPU
     mkdir -p /tmp/big
