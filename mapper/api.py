@@ -157,6 +157,7 @@ def with_device(kind, spec, opts, device):
 def make_pipeline(ref_path, options, index_path=None, paired=False):
     options.validate()
     set_threads(options.threads)
+    plugins.warm_gpus(options.device)
     reference = open_reference(ref_path, options.seeder, index_path)
     options.seeder = options.seeder or default_seeder(int(reference.codes.shape[0]))
     seeder_opts = dict(options.seeder_opts)

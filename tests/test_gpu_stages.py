@@ -340,6 +340,31 @@ def test_gpu_usable_agrees_with_numba():
     assert out.stdout.strip() == "True", out.stderr[-2000:]
 
 
+def test_gpu_warm_up_runs_once_and_ends_before_a_stage_asks(monkeypatch):
+    """warm_gpus starts cuda_support.warm_up on one thread, once a process and never for device cpu;
+    gpu_usable (what a stage asks first) waits for it to end."""
+    import threading
+    import time
+
+    from pymap import plugins
+    from pymap.kernels import cuda_support as cs
+    calls = []
+
+    def slow_warm_up():
+        time.sleep(0.3)
+        calls.append(threading.current_thread().name)
+    monkeypatch.setattr(cs, "warm_up", slow_warm_up)
+    monkeypatch.setattr(plugins, "_WARMING", [])
+    monkeypatch.setattr(plugins, "_may_have_gpu", lambda: True)
+    plugins.warm_gpus("cpu")
+    assert plugins._WARMING == []
+    plugins.warm_gpus("auto")
+    plugins.warm_gpus("gpu")
+    assert calls == [] and len(plugins._WARMING) == 1
+    plugins.gpu_usable()
+    assert calls == ["pymap-gpu-warm-up"]
+
+
 def resident_from_threads():
     """cuda_support.resident asked for one array by many threads at once: one copy, the same device
     array for all; a copy that fails raises in its thread and leaves no entry behind."""

@@ -9,6 +9,8 @@
 # installed `pymap` package under /tmp/pkg_NAME and warmed once (its kernels compiled), all side by
 # side. SITE: a directory put first on PYTHONPATH (session.sh's staged packages); ROUNDS (2), DEVICES
 # (gpu), THREADS (all cores), BATCH (200000), FLAGS (more bench flags) as their names say.
+# WHOLE=1: whole `pymap align` processes instead (start-up and exit included; MATES: read 2 for pairs),
+# each tree's wall seconds and its summary line.
 set -uo pipefail
 : "${TREES:?TREES=\"NAME=PATH ...\"}" "${REF:?}" "${READS:?}"
 ROUNDS=${ROUNDS:-2}; DEVICES=${DEVICES:-gpu}; THREADS=${THREADS:-$(nproc)}; BATCH=${BATCH:-200000}
@@ -34,6 +36,16 @@ echo "warmed $(date +%T)"
 for r in $(seq "$ROUNDS"); do
   for name in "${names[@]}"; do
     mkdir -p "/tmp/abpipe_$name"
+    if [ -n "${WHOLE:-}" ]; then
+      for dev in ${DEVICES//,/ }; do
+        t0=$(date +%s.%N)
+        PYTHONPATH=$(pp "$name") python3 -m pymap.cli align "$REF" "$READS" ${MATES:-} --device "$dev" -t "$THREADS" \
+          --no-progress -o "/tmp/abpipe_$name/bench_$dev.sam" 2>"/tmp/abpipe_$name/whole.log"
+        echo "$name r$r $dev: $(python3 -c "import time; print(f'{time.time() - $t0:.2f}')") s wall;" \
+          "$(grep -o '[0-9.]* s (seed.*' "/tmp/abpipe_$name/whole.log" | head -1)"
+      done
+      continue
+    fi
     PYTHONPATH=$(pp "$name") python3 scripts/bench_gpu_pipeline.py "$REF" "$READS" -t "$THREADS" --batch-size "$BATCH" \
       --repeats 2 --devices "$DEVICES" --workdir "/tmp/abpipe_$name" ${FLAGS:-} 2>&1 \
       | grep -E "^\| (cpu|gpu)" | sed "s/^/$name r$r: /"

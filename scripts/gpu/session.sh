@@ -249,9 +249,10 @@ print(f'import numba {t1 - t0:.2f} s, numba.cuda {t2 - t1:.2f} s, context {t3 - 
     grep -h "note: dask" /tmp/map/dask/dask_local*.log | tee -a "$OUT/dask.md" ;;
   abpipe)
     # warm-pipeline A/B of pymap trees on MAP_READS reads (scripts/gpu/abpipe.sh): TREES="before=.gpu/prev.tar.gz
-    # after=." (a tree or a .tar.gz of `git archive REV mapper filters kernels`), ROUNDS, DEVICES
+    # after=." (a tree or a .tar.gz of `git archive REV mapper filters kernels`), ROUNDS, DEVICES; WHOLE=1 for
+    # whole processes; AB_READS (default the MAP_READS reads) and MATES for other reads
     ecoli_reads && python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
-    SITE=/tmp/site REF=/tmp/map/ecoli_MG1655.fa READS=/tmp/map/r150.fq bash scripts/gpu/abpipe.sh 2>&1 \
+    SITE=/tmp/site REF=/tmp/map/ecoli_MG1655.fa READS=${AB_READS:-/tmp/map/r150.fq} bash scripts/gpu/abpipe.sh 2>&1 \
       | grep -v -i warn | tee -a "$OUT/abpipe.txt" ;;
   daskab)
     # Dask settings A/B: `--dask local:DASK_N` (default 16) on MAP_READS reads, whole runs alternated
