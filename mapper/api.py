@@ -157,7 +157,6 @@ def with_device(kind, spec, opts, device):
 def make_pipeline(ref_path, options, index_path=None, paired=False):
     options.validate()
     set_threads(options.threads)
-    plugins.warm_gpus(options.device)
     reference = open_reference(ref_path, options.seeder, index_path)
     options.seeder = options.seeder or default_seeder(int(reference.codes.shape[0]))
     seeder_opts = dict(options.seeder_opts)
@@ -175,6 +174,9 @@ def make_pipeline(ref_path, options, index_path=None, paired=False):
         low = min(extender.min_score, PAIR_MIN_SCORE)
         pair_extender = plugins.create("extender", options.extender, **{**extender_opts, "min_score": low})
     index = open_index(seeder, reference, ref_path, index_path)
+    if "gpu" in (getattr(stage, "device", None) for stage in (seeder, filt, extender)):
+        from pymap.kernels.cuda_support import warm_up
+        warm_up()
     if reference.index is None:
         # the index was just built: map with the reference it saved, as every later run does (the
         # same decoding kernels; a large genome's parsed FASTA is freed)

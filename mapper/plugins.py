@@ -48,40 +48,12 @@ def gpu_usable():
     """True when a CUDA GPU (or Numba's simulator, NUMBA_ENABLE_CUDASIM=1) can run kernels. On Linux
     without NVIDIA device files the answer is False without importing numba.cuda, which costs 0.2 s
     of every run's start-up."""
-    if not _may_have_gpu():
+    simulator = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+    if not simulator and sys.platform.startswith("linux") and not glob.glob("/dev/nvidia[0-9]*") \
+            and not os.path.exists("/dev/dxg"):
         return False
-    if _WARMING:
-        _WARMING[0].join()
     from pymap.kernels.cuda_support import cuda_available
     return cuda_available()
-
-
-def _may_have_gpu():
-    """False on Linux without NVIDIA device files (and without the simulator): no GPU for certain."""
-    simulator = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
-    return simulator or not sys.platform.startswith("linux") or bool(glob.glob("/dev/nvidia[0-9]*")) \
-        or os.path.exists("/dev/dxg")
-
-
-_WARMING = []
-
-
-def warm_gpus(device):
-    """For a run whose stages may use a GPU (device "gpu" or "auto"): start the GPU's start-up work
-    (cuda_support.warm_up) on a thread now, while the reference and index load; gpu_usable() waits
-    for it, so that it ends before any stage uses a GPU. Once a process."""
-    if device == "cpu" or _WARMING or not _may_have_gpu():
-        return
-    import threading
-
-    def warm():
-        try:
-            from pymap.kernels.cuda_support import warm_up
-            warm_up()
-        except Exception:       # noqa: BLE001  a broken driver: the stages' own calls report it
-            pass
-    _WARMING.append(threading.Thread(target=warm, name="pymap-gpu-warm-up"))
-    _WARMING[0].start()
 
 
 def resolve_device(device):

@@ -340,29 +340,29 @@ def test_gpu_usable_agrees_with_numba():
     assert out.stdout.strip() == "True", out.stderr[-2000:]
 
 
-def test_gpu_warm_up_runs_once_and_ends_before_a_stage_asks(monkeypatch):
-    """warm_gpus starts cuda_support.warm_up on one thread, once a process and never for device cpu;
-    gpu_usable (what a stage asks first) waits for it to end."""
-    import threading
-    import time
+def start_up_calls():
+    """How many times make_pipeline ran cuda_support.warm_up: [all stages on the CPU, the filter alone
+    on the GPU]."""
+    import shutil
+    import tempfile
 
-    from pymap import plugins
+    from pymap import api
     from pymap.kernels import cuda_support as cs
-    calls = []
+    from pymap.options import AlignOptions
+    tmp = Path(tempfile.mkdtemp())
+    shutil.copy(TESTS.parent / "examples" / "lambda.fa", tmp / "lambda.fa")
+    calls, counts = [], []
+    cs.warm_up = lambda: calls.append(1)
+    api.make_pipeline(str(tmp / "lambda.fa"), AlignOptions(device="cpu", threads=1))
+    counts.append(len(calls))
+    api.make_pipeline(str(tmp / "lambda.fa"), AlignOptions(device="cpu", threads=1, filter_opts={"device": "gpu"}))
+    counts.append(len(calls))
+    return counts
 
-    def slow_warm_up():
-        time.sleep(0.3)
-        calls.append(threading.current_thread().name)
-    monkeypatch.setattr(cs, "warm_up", slow_warm_up)
-    monkeypatch.setattr(plugins, "_WARMING", [])
-    monkeypatch.setattr(plugins, "_may_have_gpu", lambda: True)
-    plugins.warm_gpus("cpu")
-    assert plugins._WARMING == []
-    plugins.warm_gpus("auto")
-    plugins.warm_gpus("gpu")
-    assert calls == [] and len(plugins._WARMING) == 1
-    plugins.gpu_usable()
-    assert calls == ["pymap-gpu-warm-up"]
+
+def test_gpu_start_up_done_before_the_first_batch():
+    """make_pipeline runs the GPU's start-up work (cuda_support.warm_up) when a stage uses a GPU."""
+    assert run_check("start_up_calls", "simulator") == [0, 1]
 
 
 def resident_from_threads():
