@@ -4,7 +4,9 @@ scale-out over its cores (issue 16's Dask efficiency is measured against one wor
 
 Each of N processes warms up (compiles or loads its kernels, maps once), waits until all are ready,
 then times --repeats rounds of the same work; start-up is outside the timed window. Efficiency at N =
-seconds of one process alone / mean seconds of the N together (the same work each).
+seconds of one process alone / mean seconds of the N together (the same work each). The CPU seconds
+each process used beside them tell slower work (CPU time grows too: shared caches, memory, clocks)
+from waiting for a core (only the wall time grows).
 
     python scripts/bench_host_ceiling.py --procs 1,8,16 --work compute,memory,pymap --ref REF --reads R.fq
 
@@ -75,16 +77,17 @@ def child(args):
     work()                                          # warm: compiles or cache loads, first touches
     print("ready", flush=True)
     sys.stdin.readline()                            # all processes start together
-    times = []
+    times, cpu = [], time.process_time()
     for _ in range(args.repeats):
         t = time.perf_counter()
         work()
         times.append(time.perf_counter() - t)
-    print(json.dumps(times), flush=True)
+    print(json.dumps([times, time.process_time() - cpu]), flush=True)
 
 
 def together(kind, n, args):
-    """Per process: the seconds of its timed rounds, all n started together."""
+    """Per process: (the seconds of its timed rounds, the CPU seconds it used in them), all n started
+    together."""
     cmd = [sys.executable, __file__, "--child", kind, "--repeats", str(args.repeats),
            "--ref", args.ref or "", "--reads", args.reads or ""]
     procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(n)]
@@ -97,7 +100,7 @@ def together(kind, n, args):
     out = [json.loads(p.stdout.readline()) for p in procs]
     for p in procs:
         p.wait()
-    return [sum(t) for t in out]
+    return [(sum(t), c) for t, c in out]
 
 
 def main():
@@ -111,19 +114,20 @@ def main():
     args = ap.parse_args()
     if args.child:
         return child(args)
-    print("| work | processes | seconds each (mean, max) | efficiency (one alone / mean) |")
-    print("| --- | ---: | --- | ---: |")
+    print("| work | processes | seconds each (mean, max) | efficiency (one alone / mean) | CPU seconds each (mean) |")
+    print("| --- | ---: | --- | ---: | ---: |")
     for kind in args.work.split(","):
         if kind == "pymap" and not (args.ref and args.reads):
             raise SystemExit("bench_host_ceiling: --work pymap needs --ref and --reads")
         alone = None
         for n in (int(x) for x in args.procs.split(",")):
-            secs = together(kind, n, args)
-            mean = sum(secs) / n
+            got = together(kind, n, args)
+            secs = [s for s, _ in got]
+            mean, cpu = sum(secs) / n, sum(c for _, c in got) / n
             if n == 1:
                 alone = mean
             eff = f"{alone / mean:.3f}" if alone else ""
-            print(f"| {kind} | {n} | {mean:.2f}, {max(secs):.2f} | {eff} |", flush=True)
+            print(f"| {kind} | {n} | {mean:.2f}, {max(secs):.2f} | {eff} | {cpu:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
