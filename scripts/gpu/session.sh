@@ -2,7 +2,7 @@
 # The GPU measurements of BENCHMARKS.md in one device call (the machines are lent for minutes):
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
 #   bash scripts/gpu/session.sh STEP ...   (default: tests bench ncu map)
-#   steps: tests gpustages bench cand scale ncu map gpupipe gpumem gpupairpipe gpupairs abpipe spy spystart gpustart large multigpu
+#   steps: tests gpustages bench cand scale ncu map gpupipe gpumem gpupairpipe gpupairs abpipe spy spystart gpustart firstcalls large multigpu
 #          cpus ceiling hostceiling dask daskab daskprof output (each is described where the case below handles it)
 # (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
 # dependencies, see BENCHMARKS.md "Scale-out on Dask")
@@ -157,6 +157,17 @@ for step in $steps; do
       python3 scripts/spy_summary.py "$OUT/spystart_$dev.txt" --top 70 > "$OUT/spystart_$dev.md"
       python3 scripts/spy_summary.py "$OUT/spystart_$dev.txt" --top 40 --under LocalRun.__init__ > "$OUT/spystart_${dev}_init.md"
       gzip -f "$OUT/spystart_$dev.txt"
+    done ;;
+  firstcalls)
+    # every kernel's first call (cache load, lock wait) in whole `pymap align` processes, after a run
+    # that fills the caches (scripts/first_calls.py)
+    ecoli_reads && python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
+    for dev in ${FIRST_DEVICES:-gpu cpu}; do
+      python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq --device $dev -t "$(nproc)" --no-progress \
+        -o /tmp/map/fc.sam 2>/dev/null
+      TIMEFORMAT="$dev: %R s wall"
+      { time python3 scripts/first_calls.py align /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq --device $dev -t "$(nproc)" \
+        --no-progress -o /tmp/map/fc.sam --top 25 ; } 2>&1 | grep -v -i warn | tee -a "$OUT/firstcalls.txt"
     done ;;
   gpustart)
     # what a --device gpu process pays before its first read: Numba's CUDA import, the context, the
