@@ -10,13 +10,16 @@ import time
 
 import numpy as np
 
-from pymap import plugins
+from pymap import jitcache, plugins
 from pymap.errors import IndexCorrupt, IndexMismatch, InputError
 from pymap.kernels.threads import ahead, ordered_map, quick_switching
 from pymap.options import AlignOptions
 from pymap.pipeline import Pipeline
 from pymap.reads import read_batches
 from pymap.reference import from_index, load_reference
+
+# as the CLI does: without it the first kernel load imports SciPy (0.25 s), for API users too
+jitcache.numba_without_scipy()
 
 
 def _log(msg):

@@ -146,10 +146,9 @@ class FileChunk:
 def _worker_pipeline(key, ref_path, options, index_path, paired):
     """(this worker thread's Pipeline of the run `key`, built on first use; the time.time() it was
     ready)."""
-    from pymap import api, jitcache
+    from pymap import api
     slot = (key, threading.get_ident())
     if slot not in _PIPELINES:
-        jitcache.numba_without_scipy()
         if not os.path.exists(index_path):
             raise InputError(f"{index_path}: index not readable on worker {os.uname().nodename} "
                              f"(the index must be on a path every worker can read)")
