@@ -128,18 +128,32 @@ def test_model_pairs_mapped_beside_the_next_batch(data, tmp_path, monkeypatch):
     as a batch of its own, and with batches side by side its hits are computed beside the model's,
     before the model exists. Every pair's hits are computed once; same records and model as batches
     that end there."""
+    import threading
+
     from pymap.pipeline import Pipeline
     ref, r1, r2, _, _ = data
     monkeypatch.setattr(insert, "MODEL_PAIRS", 40)
-    sizes, at_learn = [], []
+    sizes, at_learn = [], []                    # sizes: the pairs of each hits call, when it starts
     hits_of, learn = Pipeline.pair_hits_of, insert.learn
-    monkeypatch.setattr(Pipeline, "pair_hits_of", lambda self, a, b: sizes.append(len(a)) or hits_of(self, a, b))
+    rest_started, wait_for_rest = threading.Event(), [True]
+
+    def pair_hits_of(self, a, b):
+        sizes.append(len(a))
+        if len(a) == 60:
+            rest_started.set()
+        elif len(a) == 40 and wait_for_rest[0]:
+            # side by side, the rest of batch 1 starts while the model's pairs are mapped (a thread
+            # that started late must not make the check below fail; one that never starts does)
+            rest_started.wait(30)
+        return hits_of(self, a, b)
+    monkeypatch.setattr(Pipeline, "pair_hits_of", pair_hits_of)
     monkeypatch.setattr(insert, "learn", lambda sample: at_learn.append(sorted(sizes)) or learn(sample))
     _, big = run(ref, r1, r2, tmp_path / "big.sam", threads=2, batches=2, batch_size=200)   # 100 pairs a batch
     assert at_learn == [[40, 60]]               # the model's 40 and the rest of batch 1, side by side
     assert sorted(sizes) == [40, 60, 100, 100]
     sizes.clear()
     at_learn.clear()
+    wait_for_rest[0] = False
     _, one = run(ref, r1, r2, tmp_path / "one.sam", threads=2, batches=1, batch_size=200)
     assert at_learn == [[40]] and sizes == [40, 60, 100, 100]
     sizes.clear()
