@@ -2,7 +2,7 @@
 # The GPU measurements of BENCHMARKS.md in one device call (the machines are lent for minutes):
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
 #   bash scripts/gpu/session.sh STEP ...   (default: tests bench ncu map)
-#   steps: tests gpustages bench cand scale ncu map gpupipe gpumem gpupairpipe gpupairs abpipe spy spystart gpustart firstcalls large multigpu
+#   steps: tests gpustages bench cand scale ncu map gpupipe gpumem gpupairpipe gpupairs abpipe spy spystart gpustart firstcalls batchsweep large multigpu
 #          cpus ceiling hostceiling dask daskab daskprof output (each is described where the case below handles it)
 # (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
 # dependencies, see BENCHMARKS.md "Scale-out on Dask")
@@ -157,6 +157,18 @@ for step in $steps; do
       python3 scripts/spy_summary.py "$OUT/spystart_$dev.txt" --top 70 > "$OUT/spystart_$dev.md"
       python3 scripts/spy_summary.py "$OUT/spystart_$dev.txt" --top 40 --under LocalRun.__init__ > "$OUT/spystart_${dev}_init.md"
       gzip -f "$OUT/spystart_$dev.txt"
+    done ;;
+  batchsweep)
+    # the warm GPU pipeline on MAP_READS reads per batch size (BATCH_SIZES) and batches side by side
+    # (BATCHES: "" is pymap's default), one process per size, the faster of two runs
+    ecoli_reads && python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
+    python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq --device gpu -t "$(nproc)" --no-progress \
+      -o /tmp/map/sweep.sam 2>/dev/null
+    for bs in ${BATCH_SIZES:-200000 100000 400000 200000}; do
+      echo "batch size $bs" | tee -a "$OUT/batchsweep.md"
+      python3 scripts/bench_gpu_pipeline.py /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t "$(nproc)" --devices gpu \
+        --repeats 2 --batch-size $bs --batches "${BATCHES-,6,16}" --workdir /tmp/map 2>&1 | grep -E "^\| gpu" \
+        | tee -a "$OUT/batchsweep.md"
     done ;;
   firstcalls)
     # every kernel's first call (cache load, lock wait) in whole `pymap align` processes, after a run
