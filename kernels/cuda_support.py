@@ -203,24 +203,9 @@ def call_inputs(tag, arrays, stream):
     arrays = [np.ascontiguousarray(a) for a in arrays]
     out = call_buffers(tag, [(a.shape, a.dtype) for a in arrays])
     for d, a in zip(out, arrays):
-        copy_in(d, a, stream)
+        if a.size:
+            d.copy_to_device(a, stream=stream)
     return out
-
-
-def copy_in(dst, src, stream):
-    """Copy the C-contiguous host array src into the C-contiguous device array dst of the same size,
-    on `stream`, with the driver's copy alone. Numba's copy_to_device first builds two views of dst
-    (each a device array with a weakref finalizer), all under Python's lock: with 12 batches side by
-    side on a GPU, 22 % of the batch threads' samples holding the lock (py-spy, BENCHMARKS.md)."""
-    if src.nbytes != dst.size * dst.dtype.itemsize:
-        raise ValueError(f"copy_in: {src.nbytes} bytes into a device array of {dst.size * dst.dtype.itemsize}")
-    if not src.nbytes:
-        return
-    if _simulator():
-        dst.copy_to_device(src, stream=stream)
-        return
-    from numba.cuda.cudadrv import driver
-    driver.host_to_device(dst, src, src.nbytes, stream=stream)
 
 
 def run_on_scratch(tag, specs, nt, stream, launch):

@@ -14,7 +14,6 @@ from numba import njit
 from pymap.kernels.diagonal_clusters import HIT_BIAS, HIT_SHIFT, cluster_hits
 from pymap.kernels.nbindex_build import pack_nb
 from pymap.kernels.phf import edge_vertices, g_get
-from pymap.kernels.segments import segment_of
 from pymap.kernels.threads import range_bounds, run_ranges
 
 LOOKUPS = ("phf", "bsearch", "list")
@@ -414,7 +413,7 @@ def compact(out_pos, out_cnt, max_cands, first_read):
     no kernel to compile)."""
     counts = np.asarray(out_cnt, np.int64)
     first = np.cumsum(counts) - counts                                      # each slot's first output
-    slot = segment_of(counts)                                               # 2 read + strand of each
+    slot = np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts)   # 2 read + strand of each
     rank = np.arange(slot.shape[0], dtype=np.int64) - first[slot]
     return _flat(slot, out_pos[slot * max_cands + rank], first_read)
 
@@ -423,7 +422,7 @@ def from_counts(counts, positions, first_read):
     """(read int32, strand int8, pos int64) from the candidate count of each read/strand slot (2 read
     + strand) and their positions, slot after slot."""
     counts = np.asarray(counts, np.int64)
-    return _flat(segment_of(counts), positions, first_read)
+    return _flat(np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts), positions, first_read)
 
 
 def _flat(slot, positions, first_read):

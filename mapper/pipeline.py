@@ -19,7 +19,6 @@ from pymap.kernels.pairing import pair_hits
 from pymap.kernels.sam import NO_XS, REASONS, format_sam
 from pymap.kernels.select import (MAPQ_MAX, pick_supplementary, query_spans, report_order, select_hits,
                                   supplementary_mapq)
-from pymap.kernels.segments import repeat, segment_of
 from pymap.kernels.sorting import order_by_group
 from pymap.slack import SlackTable
 
@@ -332,7 +331,7 @@ class Pipeline:
         lead[1:] = read[order[1:]] != read[order[:-1]]
         starts = np.flatnonzero(lead)
         rank = np.empty(order.size, np.int64)
-        rank[order] = np.arange(order.size) - repeat(starts, np.diff(np.append(starts, order.size)))
+        rank[order] = np.arange(order.size) - np.repeat(starts, np.diff(np.append(starts, order.size)))
         length = cands.reads.lengths.astype(np.int64)
         no_bar = np.iinfo(np.int64).min // 2
         bar = np.full(len(cands.reads), no_bar, np.int64)
@@ -387,7 +386,7 @@ class Pipeline:
         mapped = primary >= 0
         n_rep = np.diff(rep_offsets)
         per_read = np.maximum(n_rep, 1)
-        rec_read = segment_of(per_read)
+        rec_read = np.repeat(np.arange(n, dtype=np.int64), per_read)
         rec_first = np.zeros(n + 1, np.int64)
         np.cumsum(per_read, out=rec_first[1:])
         rank = np.arange(rec_read.size) - rec_first[rec_read]
@@ -675,7 +674,7 @@ def gather_cigars(aln, which):
     np.cumsum(counts, out=out_offs[1:])
     first = np.zeros(which.size, np.int64)
     first[has] = offs[which[has]]
-    src = repeat(first - out_offs[:-1], counts) + np.arange(out_offs[-1])
+    src = np.repeat(first - out_offs[:-1], counts) + np.arange(out_offs[-1])
     return aln.cigar[src], out_offs
 
 

@@ -427,15 +427,6 @@ def call_buffers_per_thread():
     host = [np.arange(7, dtype=np.int64), np.array([3, 1], np.int8), np.arange(12, dtype=np.int32).reshape(4, 3)]
     d = cs.call_inputs("u", host, cs.cuda.stream())
     copied = all(np.array_equal(x.copy_to_host(), h) for x, h in zip(d, host))
-    # a later call's smaller arrays, in views over the start of the same buffers; an empty one
-    smaller = [np.arange(5, 0, -1, dtype=np.int64), np.empty(0, np.int8), np.arange(6, dtype=np.int32).reshape(2, 3)]
-    d = cs.call_inputs("u", smaller, cs.cuda.stream())
-    copied = copied and all(np.array_equal(x.copy_to_host(), h) for x, h in zip(d, smaller))
-    try:
-        cs.copy_in(d[0], np.arange(6, dtype=np.int64), cs.cuda.stream())
-        copied = False                  # a copy of another size must not reach the device
-    except ValueError:
-        pass
     return [reused, grown, own, copied]
 
 

@@ -29,20 +29,3 @@ def test_order_by_group_equals_lexsort(threads):
     assert order_by_group(np.zeros(0, np.int64), 5, np.zeros(0, np.int64)).shape == (0,)
     with pytest.raises(ValueError):
         order_by_group(np.array([0, 5]), 5, np.zeros(2, np.int64))
-
-
-def test_segment_repeats_match_numpy():
-    """kernels.segments.repeat / segment_of give np.repeat's results (zeros and empty inputs too)
-    and refuse negative counts and mismatched lengths, as np.repeat does."""
-    from pymap.kernels.segments import repeat, segment_of
-    rng = np.random.default_rng(5)
-    for n in (0, 1, 7, 1000):
-        counts = rng.integers(0, 5, n)
-        values = rng.integers(-2**40, 2**40, n)
-        assert np.array_equal(repeat(values, counts), np.repeat(values, counts))
-        assert np.array_equal(segment_of(counts), np.repeat(np.arange(n), counts))
-        assert segment_of(counts).dtype == np.int64
-    with pytest.raises(ValueError):
-        segment_of(np.array([2, -1, 3]))
-    with pytest.raises(ValueError):
-        repeat(np.arange(3), np.array([1, 2]))
