@@ -66,7 +66,10 @@ def _align(out, reads=READS, mates=None, summary=False, **kw):
 
 def _how(capsys):
     """How the last run's chunks and records travelled, from its summary note."""
-    err = capsys.readouterr().err
+    return _how_in(capsys.readouterr().err)
+
+
+def _how_in(err):
     return err[err.rindex("(chunks"):].split(")")[0][1:]
 
 
@@ -85,7 +88,7 @@ def test_plain_fastq_read_by_the_workers(client, plain, tmp_path, capsys):
     _align(tmp_path / "one.sam")
     st = _align(tmp_path / "dask.sam", plain, dask=client, batch_size=150, summary=True)
     err = capsys.readouterr().err
-    assert err[err.rindex("(chunks"):].split(")")[0][1:] == "chunks as file ranges, records in part files"
+    assert _how_in(err) == "chunks as file ranges, records in part files"
     assert _body(tmp_path / "dask.sam") == _body(tmp_path / "one.sam")
     assert st.reads == 2000
     # each chunk's wall time and its thread's CPU time, apart
