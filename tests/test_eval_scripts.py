@@ -325,3 +325,20 @@ def test_simulate_dwgsim(tmp_path):
     with open(info["reads"]) as fh:
         first = fh.readline().strip()[1:]
     assert first in truth and not first.endswith("/1")
+
+
+def test_first_calls_times_every_kernel_load(tmp_path):
+    """scripts/first_calls.py runs a pymap command and reports the kernels' first calls, each once a
+    thread, with the command's own output and exit status."""
+    root = os.path.dirname(SCRIPTS)
+    shutil.copy(os.path.join(root, "examples", "lambda.fa"), tmp_path / "lambda.fa")
+    out = tmp_path / "out.sam"
+    res = subprocess.run([sys.executable, os.path.join(SCRIPTS, "first_calls.py"), "align", str(tmp_path / "lambda.fa"),
+                          os.path.join(root, "examples", "reads.fq.gz"), "-o", str(out), "-t", "2", "--top", "3"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    summary = [line for line in res.stderr.splitlines() if line.startswith("[first_calls]")]
+    assert len(summary) == 1 and int(summary[0].split()[1]) > 5, res.stderr[-2000:]
+    listed = [line for line in res.stderr.splitlines() if " ms  ended at " in line]
+    assert len(listed) == 3 and all(" pymap." in line for line in listed)
+    assert "2000 reads; 2000 mapped" in res.stderr and out.read_text().count("\n") > 2000
