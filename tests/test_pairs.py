@@ -135,7 +135,7 @@ def test_model_pairs_mapped_beside_the_next_batch(data, tmp_path, monkeypatch):
     monkeypatch.setattr(insert, "MODEL_PAIRS", 40)
     sizes, at_learn = [], []                    # sizes: the pairs of each hits call, when it starts
     hits_of, learn = Pipeline.pair_hits_of, insert.learn
-    rest_started, wait_for_rest = threading.Event(), [True]
+    rest_started, wait_for_rest, started_beside = threading.Event(), [True], []
 
     def pair_hits_of(self, a, b):
         sizes.append(len(a))
@@ -144,12 +144,13 @@ def test_model_pairs_mapped_beside_the_next_batch(data, tmp_path, monkeypatch):
         elif len(a) == 40 and wait_for_rest[0]:
             # side by side, the rest of batch 1 starts while the model's pairs are mapped (a thread
             # that started late must not make the check below fail; one that never starts does)
-            rest_started.wait(30)
+            started_beside.append(rest_started.wait(30))
         return hits_of(self, a, b)
     monkeypatch.setattr(Pipeline, "pair_hits_of", pair_hits_of)
     monkeypatch.setattr(insert, "learn", lambda sample: at_learn.append(sorted(sizes)) or learn(sample))
     _, big = run(ref, r1, r2, tmp_path / "big.sam", threads=2, batches=2, batch_size=200)   # 100 pairs a batch
-    assert at_learn == [[40, 60]]               # the model's 40 and the rest of batch 1, side by side
+    assert started_beside == [True]             # the rest of batch 1 started while the model's 40 ran
+    assert at_learn == [[40, 60]]
     assert sorted(sizes) == [40, 60, 100, 100]
     sizes.clear()
     at_learn.clear()
