@@ -14,7 +14,7 @@ from pymap import jitcache, plugins
 from pymap.errors import IndexCorrupt, IndexMismatch, InputError
 from pymap.kernels.threads import ahead, ordered_map, quick_switching
 from pymap.options import AlignOptions
-from pymap.pipeline import Pipeline
+from pymap.pipeline import Pipeline, gpu_stages
 from pymap.reads import read_batches
 from pymap.reference import from_index, load_reference
 
@@ -177,7 +177,7 @@ def make_pipeline(ref_path, options, index_path=None, paired=False):
         low = min(extender.min_score, PAIR_MIN_SCORE)
         pair_extender = plugins.create("extender", options.extender, **{**extender_opts, "min_score": low})
     index = open_index(seeder, reference, ref_path, index_path)
-    if "gpu" in (getattr(stage, "device", None) for stage in (seeder, filt, extender)):
+    if gpu_stages(seeder, filt, extender):
         from pymap.kernels.cuda_support import warm_up
         warm_up()
     if reference.index is None:

@@ -186,8 +186,8 @@ def _map_chunk(run, chunk, model, header_text, part):
 
 
 def _thread_cpu():
-    """(user, system) CPU seconds of this thread so far; (process CPU seconds, 0) where the platform
-    keeps no per-thread split. A chunk's wall time beside its CPU time tells a slower CPU (contention
+    """(user, system) CPU seconds of this thread so far; (its CPU seconds, 0) where the platform keeps
+    no per-thread split of them. A chunk's wall time beside its CPU time tells a slower CPU (contention
     for caches and memory: both grow) from a thread left waiting (only the wall time grows)."""
     import resource
     if hasattr(resource, "RUSAGE_THREAD"):
