@@ -4,6 +4,7 @@ Unless NUMBA_CACHE_DIR is set, the cache lives in the user's cache directory
 ($XDG_CACHE_HOME/pymap/numba, or ~/.cache/pymap/numba): writable by a plain user whatever owns the
 installed package, and not removed by `pip uninstall`. Numba keys each entry by its source file's
 path and time stamp, so a reinstall compiles once more."""
+import importlib
 import os
 import sys
 
@@ -28,18 +29,19 @@ def configure():
         sys.modules["numba"].config.CACHE_DIR = path
 
 
-def numba_without_scipy():
-    """Load Numba's array support with SciPy's BLAS module hidden. At its first kernel load Numba imports
-    scipy.linalg only to learn whether np.correlate/np.convolve may call BLAS (0.2 s, most of it
-    SciPy importing numpy.f2py); pymap's kernels use neither. None in sys.modules makes that one import
-    fail at once (Numba then uses its own loop there); np.dot and np.linalg still import SciPy when a
-    kernel needs them."""
+def numba_without_scipy(module="numba.np.arraymath"):
+    """Load one of Numba's array-support modules (the CPU's by default; the CUDA target's is
+    numba.cuda.np.arraymath) with SciPy's BLAS module hidden. Numba imports scipy.linalg there only to
+    learn whether np.correlate/np.convolve may call BLAS (0.2-0.25 s, most of it SciPy importing
+    numpy.f2py); pymap's kernels use neither. None in sys.modules makes that one import fail at once
+    (Numba then uses its own loop there); np.dot and np.linalg still import SciPy when a kernel needs
+    them."""
     blas = "scipy.linalg.cython_blas"
-    if blas in sys.modules or "numba.np.arraymath" in sys.modules:
+    if blas in sys.modules or module in sys.modules:
         return
     sys.modules[blas] = None
     try:
-        import numba.np.arraymath  # noqa: F401
+        importlib.import_module(module)
     finally:
         del sys.modules[blas]
 

@@ -578,3 +578,19 @@ def test_scipy_hidden_only_while_numba_loads():
     """)
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
+
+
+def test_cuda_array_support_loads_without_scipy():
+    """The CUDA target's array support (what cuda_support.warm_up loads before the first batch) imports
+    without SciPy too, and SciPy's BLAS module imports normally afterwards."""
+    pytest.importorskip("scipy")
+    script = textwrap.dedent("""
+        import sys
+        from pymap import jitcache
+        jitcache.numba_without_scipy("numba.cuda.np.arraymath")
+        assert "numba.cuda.np.arraymath" in sys.modules
+        assert "scipy.linalg" not in sys.modules and "scipy.linalg.cython_blas" not in sys.modules
+        import scipy.linalg.cython_blas  # noqa: F401
+    """)
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
