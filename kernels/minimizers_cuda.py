@@ -4,7 +4,8 @@ Same specification, inputs and outputs as the CPU kernels (see there); the tests
 by value under the CUDA simulator (NUMBA_ENABLE_CUDASIM=1). The layout follows paper 000's pattern of
 one thread per position, without its tiles: each thread recomputes its own m-mer (O(m)) and then its
 own window minimum (O(w), w = k - m + 1) from the m-mer array, so no thread depends on another's
-rolling state; the sequence a position belongs to is found by a binary search in the offsets.
+rolling state; the sequence a position belongs to is found by a binary search in the offsets
+(contigs.contig_of, compiled for the device).
 
     mm = canonical_mmers_cuda(codes, offsets, m, rule)              # int64[n]
     values, positions = kmer_minimizers_cuda(codes, offsets, k, m, rule)
@@ -17,10 +18,12 @@ NumPy arrays.
 """
 import numpy as np
 
-from pymap.kernels.cuda_support import cuda
+from pymap.kernels.contigs import contig_of
+from pymap.kernels.cuda_support import cuda, kernel_callable
 from pymap.kernels.minimizers import (NO_VALUE, RULE_KMC2, RULE_NONE, RULE_RAPIDGKC, check_params)
 
 THREADS_PER_BLOCK = 256
+_contig_of = kernel_callable(contig_of)
 
 
 @cuda.jit(device=True)
@@ -53,40 +56,13 @@ def _signature(fwd, rc, m, rule):
     return v if v < inf else inf
 
 
-@cuda.jit(device=True)
-def _sequence_end(offsets, j):
-    """offsets[s + 1] for the sequence s holding position j (offsets[s] <= j < offsets[s + 1])."""
-    lo = 0
-    hi = offsets.shape[0] - 1
-    while hi - lo > 1:                  # invariant: offsets[lo] <= j < offsets[hi]
-        mid = (lo + hi) // 2
-        if offsets[mid] <= j:
-            lo = mid
-        else:
-            hi = mid
-    return offsets[hi]
-
-
-@cuda.jit(device=True)
-def _sequence_start(offsets, j):
-    lo = 0
-    hi = offsets.shape[0] - 1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if offsets[mid] <= j:
-            lo = mid
-        else:
-            hi = mid
-    return offsets[lo]
-
-
 @cuda.jit
 def canonical_mmers_kernel(codes, offsets, m, rule, out):
     """out[j]: the signature value of the m-mer starting at j (NO_VALUE if invalid)."""
     j = cuda.grid(1)
     if j >= codes.shape[0]:
         return
-    if j + m > _sequence_end(offsets, j):
+    if j + m > offsets[_contig_of(offsets, j) + 1]:
         out[j] = NO_VALUE
         return
     fwd = 0
@@ -109,7 +85,7 @@ def kmer_minimizers_kernel(mm, offsets, k, m, values, positions):
         return
     values[i] = NO_VALUE
     positions[i] = NO_VALUE
-    if i + k > _sequence_end(offsets, i):
+    if i + k > offsets[_contig_of(offsets, i) + 1]:
         return
     w = k - m + 1
     best = mm[i]
@@ -138,9 +114,9 @@ def run_flags_kernel(values, offsets, first, last):
     f = 0
     g = 0
     if v != NO_VALUE:
-        if i == _sequence_start(offsets, i) or values[i - 1] != v:
+        if i == offsets[_contig_of(offsets, i)] or values[i - 1] != v:
             f = 1
-        if i + 1 == _sequence_end(offsets, i) or values[i + 1] != v:
+        if i + 1 == offsets[_contig_of(offsets, i) + 1] or values[i + 1] != v:
             g = 1
     first[i] = f
     last[i] = g
