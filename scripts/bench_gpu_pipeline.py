@@ -14,6 +14,8 @@ parsing and SAM formatting included; reference and index loading excluded).
 --timeline: for the last run of each row, when each batch's reads were parsed, when its mapping started
 and ended (on its thread) and when its SAM was written, in seconds from the run's start: which of the
 reader, the mapping or the writer the run waits for.
+--switch-interval S: Python's switch interval (seconds) while GPU batches run side by side, instead of
+pymap's (api.GPU_SWITCH_INTERVAL): how much the batch threads wait for Python's lock in turn.
 --mates R2.fq: pairs (READS holding read 1), --batch-size / 2 pairs a batch as in pymap align; the
 timeline then shows each batch's hits and its pairing apart.
 """
@@ -21,17 +23,19 @@ import argparse
 import os
 import time
 
+import numpy as np
+
 from pymap import api
 from pymap.kernels.threads import ahead
 from pymap.options import AlignOptions
 from pymap.sam import make_header
 
 
-def _cpu_seconds():
-    """User and system CPU seconds of this process so far, all its threads."""
+def _usage():
+    """(CPU seconds, of them system, minor page faults) of this process so far, all its threads."""
     import resource
     r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+    return np.array([r.ru_utime + r.ru_stime, r.ru_stime, r.ru_minflt])
 
 
 class Timeline:
@@ -111,14 +115,14 @@ def run_once(ref, reads, device, threads, batch_size, out_path, batches=None, ti
         # the last repeat's file, truncated by open: ext4 then writes the new one out at its close
         # (auto_da_alloc; 0.8 s for 6 M reads' SAM), which pymap align does not do (outfile.publish)
         os.unlink(out_path)
-    t, cpu = time.perf_counter(), _cpu_seconds()
+    t, cpu = time.perf_counter(), _usage()
     with open(out_path, "wb") as out:
         for text in ahead(run.sam_batches(reads, mates, header)):     # as pymap align does
             out.write(text)
             if tl:
                 tl.written.append(tl.now())
     seconds = time.perf_counter() - t
-    cpu = _cpu_seconds() - cpu
+    cpu = _usage() - cpu
     run.close()
     timing = {f"{stage} kernel s": t.get("kernel_ms", 0.0) / 1000
               for stage, t in (("seed", getattr(run.pipe.seeder, "timing", {})),
@@ -140,7 +144,10 @@ def main():
                     help="profile one more run per device (cProfile) and print its N costliest functions")
     ap.add_argument("--timeline", action="store_true", help="print the batches' timeline of each row's last run")
     ap.add_argument("--mates", help="read 2 of pairs (READS holding read 1): the pairs are mapped")
+    ap.add_argument("--switch-interval", type=float, help="Python's switch interval for GPU batches (s)")
     args = ap.parse_args()
+    if args.switch_interval:
+        api.GPU_SWITCH_INTERVAL = args.switch_interval
     rows, outputs = [], {}
     runs = [(d, int(b) if b else None) for d in args.devices.split(",") for b in args.batches.split(",")]
     for device, batches in runs:
@@ -151,6 +158,7 @@ def main():
             res = run_once(args.ref, args.reads, device, args.threads, args.batch_size, path, batches,
                            timeline=args.timeline and k == args.repeats - 1, mates=args.mates)
             best = res if best is None or res[0] < best[0] else best
+            print(f"# {label}, run {k + 1}: {res[0]:.2f} s", flush=True)
         if res[4]:
             res[4].report(label)
         outputs[label] = path
@@ -170,11 +178,12 @@ def main():
     same = all(open(p, "rb").read() == first for p in paths[1:])
     stages = sorted({k for r in rows for k in r[4]})
     kernels = sorted({k for r in rows for k in r[5]})
-    print(f"| device | reads | s | reads/s | cpu s (cores busy) | {' | '.join(stages + kernels)} | on gpu |")
-    print("|" + " --- |" * (len(stages) + len(kernels) + 6))
+    print(f"| device | reads | s | reads/s | cpu s (cores busy) | system s | minor faults | {' | '.join(stages + kernels)} | on gpu |")
+    print("|" + " --- |" * (len(stages) + len(kernels) + 8))
     for device, n, seconds, cpu, sec, timing, on_gpu in rows:
         cells = " | ".join([f"{sec.get(k, 0):.2f}" for k in stages] + [f"{timing.get(k, 0):.2f}" for k in kernels])
-        print(f"| {device} | {n} | {seconds:.2f} | {n / seconds:,.0f} | {cpu:.2f} ({cpu / seconds:.1f}) | {cells} | "
+        print(f"| {device} | {n} | {seconds:.2f} | {n / seconds:,.0f} | {cpu[0]:.2f} ({cpu[0] / seconds:.1f}) | "
+              f"{cpu[1]:.2f} | {cpu[2]:,.0f} | {cells} | "
               f"{', '.join(on_gpu)} |")
     print(f"records identical: {same}")
 
