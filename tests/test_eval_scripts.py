@@ -342,3 +342,23 @@ def test_first_calls_times_every_kernel_load(tmp_path):
     listed = [line for line in res.stderr.splitlines() if " ms  ended at " in line]
     assert len(listed) == 3 and all(" pymap." in line for line in listed)
     assert "2000 reads; 2000 mapped" in res.stderr and out.read_text().count("\n") > 2000
+
+
+def test_bench_gpu_pipeline_rows_runs_and_timeline(tmp_path):
+    """scripts/bench_gpu_pipeline.py (here on the CPU): a row per batches-side-by-side setting with its
+    CPU, system and page-fault columns, a line per run, each row's timeline, and the records compared."""
+    root = os.path.dirname(SCRIPTS)
+    shutil.copy(os.path.join(root, "examples", "lambda.fa"), tmp_path / "lambda.fa")
+    res = subprocess.run([sys.executable, os.path.join(SCRIPTS, "bench_gpu_pipeline.py"), str(tmp_path / "lambda.fa"),
+                          os.path.join(root, "examples", "reads.fq.gz"), "-t", "2", "--devices", "cpu", "--repeats", "2",
+                          "--batches", "1,2", "--batch-size", "500", "--timeline", "--workdir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    lines = res.stdout.splitlines()
+    assert sum(line.startswith("# cpu, ") and ", run " in line for line in lines) == 4
+    assert sum(line.startswith("## timeline, cpu") for line in lines) == 2
+    header = next(line for line in lines if line.startswith("| device |"))
+    assert "| system s | minor faults |" in header
+    rows = [line for line in lines if line.startswith("| cpu, ")]
+    assert len(rows) == 2 and all("| 2000 |" in row for row in rows)
+    assert "records identical: True" in lines
