@@ -20,12 +20,20 @@ from numba import cuda  # noqa: E402
 from pymap.kernels.packed_ref import complete  # noqa: E402
 
 
+_DRIVER_LOCK = threading.Lock()
+
+
 def cuda_available():
-    """True when a usable CUDA GPU (or the simulator) is present; a broken driver counts as none."""
-    try:
-        return bool(cuda.is_available())
-    except Exception:     # noqa: BLE001
-        return False
+    """True when a usable CUDA GPU (or the simulator) is present; a broken driver counts as none.
+    Threads ask one at a time: Numba's driver marks itself initialized before cuInit returns, so a
+    thread asking during another's first call went on to CUDA calls that failed with
+    CUDA_ERROR_NOT_INITIALIZED (a Dask worker's threads building their pipelines at once). Every GPU
+    stage asks this before its first CUDA call (plugins.gpu_usable)."""
+    with _DRIVER_LOCK:
+        try:
+            return bool(cuda.is_available())
+        except Exception:     # noqa: BLE001
+            return False
 
 
 def warm_up():

@@ -433,3 +433,33 @@ def call_buffers_per_thread():
 @pytest.mark.parametrize("where", ["simulator", "gpu"])
 def test_call_buffers_are_kept_per_thread(where):
     assert run_check("call_buffers_per_thread", where) == [True, True, True, True]
+
+
+def test_threads_ask_for_the_gpu_one_at_a_time(monkeypatch):
+    """cuda_available: threads that ask at once (a Dask worker's threads building their pipelines) go one
+    at a time, so none goes on to CUDA calls while another is still initializing Numba's driver (which
+    marks itself initialized before cuInit returns: CUDA_ERROR_NOT_INITIALIZED on the H200 host)."""
+    import threading
+    import time
+
+    from pymap.kernels import cuda_support
+    inside, most = [0], [0]
+    guard = threading.Lock()
+
+    def slow_is_available():
+        with guard:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.05)
+        with guard:
+            inside[0] -= 1
+        return True
+
+    monkeypatch.setattr(cuda_support.cuda, "is_available", slow_is_available)
+    answers = []
+    threads = [threading.Thread(target=lambda: answers.append(cuda_support.cuda_available())) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert answers == [True] * 4 and most[0] == 1
