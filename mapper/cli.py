@@ -310,8 +310,8 @@ def main(argv=None):
     except Exception as exc:  # a bug, not the user's doing: say so, and how to see where
         if debug:
             raise
-        print(f"pymap: internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback "
-              f"and please report it)", file=sys.stderr)
+        print(f"pymap: internal error: {type(exc).__name__}: {exc} (run `pymap --debug ...` for the "
+              f"traceback and please report it)", file=sys.stderr)
         return 3
 
 
