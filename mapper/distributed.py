@@ -156,11 +156,30 @@ def _worker_pipeline(key, ref_path, options, index_path, paired):
     return _PIPELINES[slot]
 
 
+#: a worker process's first chunk that may run on a GPU maps alone, its pipeline's construction
+#: included: Numba's CUDA driver makes its device objects, contexts and kernel modules at first use,
+#: not safely from several threads at once (H200 host, workers of 8 threads starting together: "key
+#: already in dictionary" from Numba's driver, a segmentation fault)
+_GPU_START = threading.Lock()
+_GPU_STARTED = threading.Event()
+
+
 def _map_chunk(run, chunk, model, header_text, part):
     """One chunk on a worker: (records: SAM text, or sorted BAM when header_text is given, written
     to the file `part` and its name, or with part None the records; RunStats; the filter allowances
     measured; notes; (this worker thread, when its pipeline was ready, when the task started and
-    ended: time.time())."""
+    ended: time.time()))."""
+    if run[2].device != "cpu" and not _GPU_STARTED.is_set():
+        with _GPU_START:
+            if not _GPU_STARTED.is_set():
+                try:
+                    return _map_chunk_here(run, chunk, model, header_text, part)
+                finally:
+                    _GPU_STARTED.set()
+    return _map_chunk_here(run, chunk, model, header_text, part)
+
+
+def _map_chunk_here(run, chunk, model, header_text, part):
     pipe, ready = _worker_pipeline(*run)
     start, cpu = time.time(), _thread_cpu()
     reads = chunk.load() if isinstance(chunk, FileChunk) else chunk

@@ -340,3 +340,39 @@ def test_local_workers_map_on_the_cpu_unless_told(local, device, want):
     run = pd.DaskRun.__new__(pd.DaskRun)
     run._load(REF, AlignOptions(device=device), None, False, local=local)
     assert run.options.device == want
+
+
+@pytest.mark.parametrize("device", ["gpu", "cpu"])
+def test_first_gpu_chunk_of_a_worker_maps_alone(monkeypatch, device):
+    """A worker's threads starting at once: the process's first chunk that may use a GPU maps alone
+    (Numba's CUDA driver sets itself up at first use, not thread-safely), the later ones side by side;
+    on the CPU every chunk starts at once."""
+    import threading
+    import time
+
+    from pymap import distributed
+    spans = []
+
+    def fake_map(run, chunk, model, header_text, part):
+        start = time.monotonic()
+        time.sleep(0.1)
+        spans.append((chunk, start, time.monotonic()))
+        return chunk
+
+    monkeypatch.setattr(distributed, "_map_chunk_here", fake_map)
+    monkeypatch.setattr(distributed, "_GPU_START", threading.Lock())
+    monkeypatch.setattr(distributed, "_GPU_STARTED", threading.Event())
+    run = ("run", "ref.fa", AlignOptions(device=device), "ref.idx", False)
+    threads = [threading.Thread(target=distributed._map_chunk, args=(run, k, None, None, None)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    spans.sort(key=lambda s: s[1])
+    first, rest = spans[0], spans[1:]
+    assert len(spans) == 4
+    if device == "gpu":
+        assert all(start >= first[2] for _, start, _ in rest)          # nothing beside the first
+    else:
+        assert all(start < first[2] for _, start, _ in rest)
+    assert max(s for _, s, _ in rest) < min(e for _, _, e in rest)    # the later ones side by side
