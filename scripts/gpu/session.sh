@@ -3,6 +3,7 @@
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
 #   bash scripts/gpu/session.sh STEP ...   (default: tests bench ncu map)
 #   steps: tests gpustages bench cand scale ncu map gpupipe gpumem gpupairpipe gpupairs abpipe spy spystart gpustart firstcalls batchsweep large multigpu
+#          twoproc daskgpu
 #          cpus ceiling hostceiling dask daskab daskprof output (each is described where the case below handles it)
 # (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
 # dependencies, see BENCHMARKS.md "Scale-out on Dask")
@@ -228,6 +229,50 @@ print(f'import numba {t1 - t0:.2f} s, numba.cuda {t2 - t1:.2f} s, context {t3 - 
       CUDA_VISIBLE_DEVICES=$vis python3 scripts/bench_gpu_pipeline.py /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t "$(nproc)" \
         --batch-size ${BATCH:-200000} --repeats 2 --devices gpu --workdir /tmp/map --batches "${BATCHES:-}" 2>&1 | grep -v -i warn | tee -a "$OUT/multigpu.md"
     done ;;
+  twoproc)
+    # one process's ceiling on one GPU: the warm pipeline on MAP_READS reads in one process (-t nproc), then
+    # two processes at once on the two halves (-t nproc/2 each, then -t nproc each): their wall times
+    ecoli_reads && python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
+    half=$(( $(wc -l < /tmp/map/r150.fq) / 8 * 4 ))
+    head -n $half /tmp/map/r150.fq > /tmp/map/half_a.fq && tail -n +$((half + 1)) /tmp/map/r150.fq > /tmp/map/half_b.fq
+    B="python3 scripts/bench_gpu_pipeline.py /tmp/map/ecoli_MG1655.fa"
+    echo "one process, -t $(nproc)" | tee -a "$OUT/twoproc.md"
+    $B /tmp/map/r150.fq -t "$(nproc)" --devices gpu --repeats 2 --workdir /tmp/map 2>&1 | grep -E "^(\| gpu|#)" | tee -a "$OUT/twoproc.md"
+    for t in $(( $(nproc) / 2 )) "$(nproc)"; do
+      echo "two processes at once, -t $t each" | tee -a "$OUT/twoproc.md"
+      mkdir -p /tmp/map/two_a /tmp/map/two_b
+      $B /tmp/map/half_a.fq -t $t --devices gpu --repeats 3 --workdir /tmp/map/two_a > /tmp/map/two_a.txt 2>&1 &
+      $B /tmp/map/half_b.fq -t $t --devices gpu --repeats 3 --workdir /tmp/map/two_b > /tmp/map/two_b.txt 2>&1 &
+      wait
+      for h in a b; do grep -E "^(\| gpu|#)" /tmp/map/two_$h.txt | sed "s/^/$h /" | tee -a "$OUT/twoproc.md"; done
+    done ;;
+  daskgpu)
+    # GPU workers under Dask on this machine: a scheduler and DASK_SHAPES workers x threads (default 2x8 4x4)
+    # against one `pymap align --device gpu` process on MAP_READS reads, output on /dev/shm
+    ecoli_reads && python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
+    export DASK_DISTRIBUTED__DIAGNOSTICS__NVML=False DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False
+    A="python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq --no-progress --device gpu"
+    mkdir -p /dev/shm/pymap && head -400000 /tmp/map/r150.fq > /dev/shm/pymap/warm.fq
+    for t in "$(nproc)" 1; do       # the kernels of both paths compiled (a worker's task maps on one thread)
+      python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa /dev/shm/pymap/warm.fq --no-progress --device gpu -t $t \
+        --batch-size 200000 -o /dev/shm/pymap/warm.sam 2>/dev/null
+    done
+    /usr/bin/time -f "one process: wall %e s" $A -t "$(nproc)" -o /dev/shm/pymap/one.sam 2>&1 | grep -E "wall" | tee -a "$OUT/daskgpu.md"
+    for shape in ${DASK_SHAPES:-2x8 4x4}; do
+      python3 -m distributed.cli.dask_scheduler --host 127.0.0.1 --port 8786 --no-dashboard > /tmp/map/sch.log 2>&1 &
+      sleep 3
+      for k in $(seq ${shape%x*}); do
+        python3 -m distributed.cli.dask_worker tcp://127.0.0.1:8786 --nthreads ${shape#*x} --no-nanny --no-dashboard \
+          > /tmp/map/wk$k.log 2>&1 &
+      done
+      sleep 8
+      /usr/bin/time -f "dask $shape: wall %e s" $A --dask tcp://127.0.0.1:8786 --batch-size 200000 -o /dev/shm/pymap/dk.sam \
+        2>&1 | grep -E "wall|note: dask|error" | tee -a "$OUT/daskgpu.md"
+      cmp -s <(grep -v '^@PG' /dev/shm/pymap/one.sam) <(grep -v '^@PG' /dev/shm/pymap/dk.sam) && echo "records identical" \
+        | tee -a "$OUT/daskgpu.md"
+      pkill -f dask_worker; pkill -f dask_scheduler; sleep 2
+    done
+    rm -rf /dev/shm/pymap ;;
   cpus)
     # what the host's "cores" are (threads per core), and how one pymap process scales over them
     lscpu | grep -E "^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|CPU\(s\)|NUMA node\(s\))" | tee "$OUT/cpus.txt"
