@@ -39,8 +39,9 @@ def cuda_available():
 def warm_up():
     """The start of a GPU run that needs no reads, done before the first batch: each GPU's context, and
     Numba's CUDA typing and lowering registries, which its first kernel load installs by importing
-    some forty modules (its array support without SciPy, as for the CPU: jitcache.numba_without_scipy). Left to the first batch, that load ran with the other batches' threads waiting
-    on it and taking Python's lock in turn (py-spy, 12 side by side: about 1 s). On a thread of its own
+    some forty modules (its array support without SciPy, as for the CPU: jitcache.numba_without_scipy).
+    Left to the first batch, that load ran with the other batches' threads waiting on it and taking
+    Python's lock in turn (py-spy, 12 side by side: about 1 s). On a thread of its own
     beside the reference's load it held Numba's compiler lock that the CPU kernels' loads wait for,
     and runs on a few reads were slower (BENCHMARKS.md). Nothing under the simulator."""
     if _simulator() or not cuda_available():

@@ -355,7 +355,7 @@ def test_first_gpu_chunk_of_a_worker_maps_alone(monkeypatch, device):
 
     def fake_map(run, chunk, model, header_text, part):
         start = time.monotonic()
-        time.sleep(0.1)
+        time.sleep(0.3)
         spans.append((chunk, start, time.monotonic()))
         return chunk
 
