@@ -59,6 +59,12 @@ def warm_up():
         cuda_target.target_context.refresh()
 
 
+def _current_gpu():
+    """The number of this thread's current GPU (0 under the simulator, whose device has none): what
+    the buffers, streams and locks kept per GPU are keyed on."""
+    return getattr(cuda.get_current_device(), "id", 0)
+
+
 _RESIDENT = {}
 _RESIDENT_LOCK = threading.Lock()
 
@@ -67,7 +73,7 @@ def resident(host):
     """A device copy of the host array on the current GPU, made once and kept while the host array
     lives: the reference and the index are copied once a run, and one batch's reads once for all
     the stages that use them. The host array must not change afterwards."""
-    key = (id(host), getattr(cuda.get_current_device(), "id", 0))   # the simulator's device has no id
+    key = (id(host), _current_gpu())
     with _RESIDENT_LOCK:                  # stages of batches mapped side by side ask at once: one copy
         hit = _RESIDENT.get(key)
         if hit is not None and hit[0]() is host:
@@ -110,7 +116,7 @@ def thread_stream():
     streams = getattr(_STREAMS, "by_gpu", None)
     if streams is None:
         streams = _STREAMS.by_gpu = {}
-    gpu = getattr(cuda.get_current_device(), "id", 0)
+    gpu = _current_gpu()
     if gpu not in streams:
         streams[gpu] = cuda.stream()
     return streams[gpu]
@@ -171,7 +177,7 @@ def thread_scratch(tag, specs, nt):
     shape + (nt,), thread-minor (the threads of a warp touching one element touch adjacent ones),
     cut from device buffers kept per (tag, GPU) and grown as needed: allocating them per launch
     (up to a GB) cost more than the kernels. Callers hold a lock per tag while they use them."""
-    gpu = getattr(cuda.get_current_device(), "id", 0)
+    gpu = _current_gpu()
     _release_at_exit()
     bufs = _SCRATCH.setdefault((tag, gpu), _Buffers())
     return bufs.cut([(tuple(shape) + (nt,), dtype) for shape, dtype in specs])
@@ -192,7 +198,7 @@ def call_buffers(tag, specs):
     and the current GPU, cut from buffers the thread keeps and grows: valid until the thread's next
     call with that tag. cuMemAlloc and cuMemFree synchronise the whole GPU, so arrays allocated and
     freed per call made batches side by side wait for each other's kernels."""
-    gpu = getattr(cuda.get_current_device(), "id", 0)
+    gpu = _current_gpu()
     ident = threading.get_ident()
     if getattr(_THREAD, "end", None) is None:
         _THREAD.end = _ThreadEnd()
@@ -317,7 +323,7 @@ _LOCKS_GUARD = threading.Lock()
 def gpu_lock(tag):
     """The lock of (tag, current GPU): one kernel launch of a stage at a time per GPU, as its
     scratch (thread_scratch) is shared."""
-    key = (tag, getattr(cuda.get_current_device(), "id", 0))
+    key = (tag, _current_gpu())
     with _LOCKS_GUARD:
         return _LOCKS.setdefault(key, threading.Lock())
 

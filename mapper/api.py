@@ -326,8 +326,9 @@ class LocalRun:
 
 
 #: Python's thread switch interval while batches side by side use a GPU (threads.quick_switching): 1 ms
-#: against the default 5 ms, 2,000,000 reads on an H200 host in 0.87-0.96x the time (BENCHMARKS.md);
-#: on the CPU path (2 cores) 1-2 % slower, so there it stays
+#: against the default 5 ms, 2,000,000 reads on an H200 host in 0.87-0.96x the time (fourteenth session);
+#: on 4,000,000 reads later, 0.2-5 ms all alike (sixteenth; BENCHMARKS.md). On the CPU path (2 cores)
+#: 1-2 % slower, so there it stays
 GPU_SWITCH_INTERVAL = 0.001
 
 

@@ -169,7 +169,8 @@ def _map_chunk(run, chunk, model, header_text, part):
     to the file `part` and its name, or with part None the records; RunStats; the filter allowances
     measured; notes; (this worker thread, when its pipeline was ready, when the task started and
     ended: time.time()))."""
-    if run[2].device != "cpu" and not _GPU_STARTED.is_set():
+    _, _, options, _, _ = run                 # (key, ref_path, options, index_path, paired)
+    if options.device != "cpu" and not _GPU_STARTED.is_set():
         with _GPU_START:
             if not _GPU_STARTED.is_set():
                 try:
