@@ -227,6 +227,9 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
     if options.dask is not None:
         from pymap.distributed import DaskRun
         run = DaskRun(options.dask, ref_path, options, index_path, paired)
+    elif options.processes > 1:
+        from pymap.processes import ProcessRun
+        run = ProcessRun(ref_path, options, index_path, paired)
     else:
         run = LocalRun(ref_path, options, index_path, paired)
     cl = command_line or f"pymap align {ref_path} {reads_path}" + (f" {mates_path}" if mates_path else "")

@@ -101,6 +101,10 @@ def build_parser():
                         "threads; at least 2, 1 with -t 1); the output does not depend on it")
     p.add_argument("--dask", metavar="local:N|tcp://HOST:PORT",
                    help="map on a Dask cluster: N local worker processes, or a running scheduler")
+    p.add_argument("--processes", type=int, metavar="N", default=1,
+                   help="map in N worker processes of this machine sharing the threads (with --device gpu "
+                        "spread over the GPUs; 2 per GPU pass what one process can drive); the output does "
+                        "not depend on it (default: 1, this process)")
 
     p = sub.add_parser("filter", help="run a pre-alignment filter on a pair file")
     p.add_argument("pairs", help="one pair per line: read TAB reference segment (same length); - for stdin")
@@ -209,6 +213,9 @@ def run(args, argv):
     if args.command == "align" and args.dask:
         from pymap.distributed import start_local_server
         start_local_server(args.dask)       # it imports pymap while this process does
+    elif args.command == "align" and args.processes > 1:
+        from pymap.processes import start_server
+        start_server()                      # likewise
     jitcache.numba_without_scipy()
     if args.command == "count":
         _count(args)
@@ -226,7 +233,7 @@ def run(args, argv):
                        insert_size=insert.parse(args.insert_size) if args.insert_size else None,
                        min_length=args.min_length, max_length=args.max_length,
                        progress=not args.no_progress, sort=args.sort, level=args.level, dask=args.dask,
-                       batches=args.batches)
+                       batches=args.batches, processes=args.processes)
         if args.mates and args.interleaved:
             raise UsageError("give either two read files or -p/--interleaved with one")
         api.align(args.reference, args.reads, out=args.output, options=opt, index_path=args.index,

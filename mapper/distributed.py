@@ -15,7 +15,6 @@ systems) the client parses the chunk and sends the arrays, and the records come 
 With --sort each chunk comes back coordinate-sorted (BAM) and the client merges.
 """
 import dataclasses
-import itertools
 import os
 import shutil
 import threading
@@ -23,8 +22,7 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
-
+from pymap import chunks
 from pymap.errors import InputError, UsageError
 
 #: chunks in flight per worker thread: enough to keep every worker busy while the client waits for
@@ -122,27 +120,6 @@ def dask_setup(worker):
     import pymap.api  # noqa: F401
 
 
-@dataclasses.dataclass(frozen=True)
-class FileChunk:
-    """Reads (pairs) first.. of plain FASTQ files, read by the worker: per file (path, name in
-    errors, start, end, final) from reads.fastq_spans; R1 and R2, or one file of interleaved mates."""
-    first: int
-    spans: tuple
-    interleaved: bool = False
-
-    def load(self):
-        """A ReadBatch, or (r1, r2) for pairs."""
-        from pymap import mates
-        from pymap.reads import read_span
-        first = 2 * self.first if self.interleaved else self.first
-        batches = [read_span(path, a, b, final, first, name) for path, name, a, b, final in self.spans]
-        if self.interleaved:
-            return mates.interleaved_mates(batches[0], self.first, self.spans[0][1])
-        if len(batches) == 2:
-            return mates.mates_of(*batches, self.first, self.spans[0][1], self.spans[1][1])
-        return batches[0]
-
-
 def _worker_pipeline(key, ref_path, options, index_path, paired):
     """(this worker thread's Pipeline of the run `key`, built on first use; the time.time() it was
     ready)."""
@@ -182,38 +159,10 @@ def _map_chunk(run, chunk, model, header_text, part):
 
 def _map_chunk_here(run, chunk, model, header_text, part):
     pipe, ready = _worker_pipeline(*run)
-    start, cpu = time.time(), _thread_cpu()
-    reads = chunk.load() if isinstance(chunk, FileChunk) else chunk
-    with pipe.batch() as stats:
-        text = pipe.map_pairs(*reads, model) if model is not None else pipe.map_batch(reads)
-    if header_text is not None:
-        from pymap.sam import sort_chunk
-        text = sort_chunk(header_text.encode() + text)
-    pipe.slack.save()
-    if part is not None:
-        tmp = f"{part}.{os.getpid()}.{threading.get_ident()}"
-        with open(tmp, "wb") as fh:
-            fh.write(text)
-        os.replace(tmp, part)                # a chunk run twice (a lost worker) writes the same part
-        result = part
-    else:
-        # a NumPy array travels without the copies Dask makes of a bytes object (3 x faster here)
-        result = np.frombuffer(text, np.uint8)
-    notes = pipe.seeder.run_notes() + pipe.slack.notes() + _slow_settings_notes()
-    used = tuple(b - a for a, b in zip(cpu, _thread_cpu()))
+    start = time.time()
+    result, stats, slack, notes, used = chunks.map_chunk(pipe, chunk, model, header_text, part)
     times = (f"{os.getpid()}.{threading.get_ident()}", ready, start, time.time(), used)
-    return result, stats, sorted(set(pipe.slack.table.values())), notes, times
-
-
-def _thread_cpu():
-    """(user, system) CPU seconds of this thread so far; (its CPU seconds, 0) where the platform keeps
-    no per-thread split of them. A chunk's wall time beside its CPU time tells a slower CPU (contention
-    for caches and memory: both grow) from a thread left waiting (only the wall time grows)."""
-    import resource
-    if hasattr(resource, "RUSAGE_THREAD"):
-        use = resource.getrusage(resource.RUSAGE_THREAD)
-        return use.ru_utime, use.ru_stime
-    return time.thread_time(), 0.0
+    return result, stats, slack, notes + _slow_settings_notes(), times
 
 
 def _slow_settings_notes():
@@ -230,13 +179,10 @@ def _slow_settings_notes():
             f"says how to start them without"]
 
 
-def _learn_model(run, chunks):
-    """The insert-size model from the first pairs, computed on a worker (as LocalRun does)."""
-    from pymap import api
+def _learn_model(run, held):
+    """The insert-size model from the first pairs, computed on a worker."""
     pipe, _ = _worker_pipeline(*run)
-    pairs = (c.load() if isinstance(c, FileChunk) else c for c in chunks)
-    model, _ = api.insert_model(pipe, pairs, pipe.opt)
-    return model
+    return chunks.learn_model(pipe, held)
 
 
 def _sees(files, scratch, token):
@@ -283,33 +229,19 @@ class DaskRun:
             raise
 
     def _load(self, ref_path, options, index_path, paired, local):
-        from pymap import api, plugins
         # local workers map on the CPU unless --device gpu says otherwise: with "auto" each of N
         # worker processes would open the machine's GPU for its filter (16 workers on a host with two
         # H200s: 16.5 s for 4,000,000 reads, against 8.7 s with no GPU visible)
         device = "cpu" if local and options.device in (None, "auto") else options.device
-        self.options = dataclasses.replace(options, dask=None, threads=1, progress=False, device=device)
-        self.reference = api.open_reference(ref_path, self.options.seeder, index_path)
-        self.options.seeder = self.options.seeder or api.default_seeder(int(self.reference.codes.shape[0]))
-        # the client makes sure a saved index exists; workers only load it
-        seeder = plugins.create("seeder", self.options.seeder, **options.seeder_opts)
-        path = os.path.abspath(index_path or seeder.index_path(ref_path))
-        api.open_index(seeder, self.reference, ref_path, index_path, verify=False)
-        if not os.path.exists(path):
-            raise InputError(f"{path}: the index could not be saved, and Dask workers need it on disk")
+        options = dataclasses.replace(options, dask=None, threads=1, progress=False, device=device)
+        self.reference, self.options, path = chunks.client_load(ref_path, options, index_path)
         self.run = (f"{os.getpid()}-{id(self)}", os.path.abspath(ref_path), self.options, path, paired)
 
     def writer(self, out, header, ref_path):
         from pymap import outfile
-        from pymap.sam import SamWriter, SortedPartsWriter
         # where workers leave their records when they see it (sam_batches)
         self.scratch = outfile.temporary_dir(outfile.scratch_base(out))
-        threads = max(1, min(4, os.cpu_count() or 1))      # htslib's threads on the client
-        max_len = int(self.reference.lengths.max())
-        if self.options.sort:
-            return SortedPartsWriter(out, header, ref_path=ref_path, threads=threads, level=self.options.level,
-                                     max_contig_len=max_len)
-        return SamWriter(out, header, ref_path=ref_path, threads=threads, level=self.options.level)
+        return chunks.parts_writer(out, header, ref_path, self.options, int(self.reference.lengths.max()))
 
     @property
     def chunk_size(self):
@@ -319,28 +251,14 @@ class DaskRun:
     def _chunks(self, reads_path, mates_path):
         """(the chunks to send, in input order; whether the workers write the records to the
         scratch directory; how chunks and records travel, in words)."""
-        from pymap.reads import fastq_spans
         size = self.chunk_size
-        interleaved = self.paired and mates_path is None
-        names = [str(p) for p in (reads_path, mates_path) if p is not None]
-        spans = [fastq_spans(p, 2 * size if interleaved else size) for p in names]
-        plain = all(s is not None for s in spans)
-        stats = [os.stat(p) for p in names] if plain else []
-        files = [(os.path.abspath(p), st.st_size, st.st_mtime_ns) for p, st in zip(names, stats)]
-        reads_shared, writes = self._workers_see(files)
+        in_files = chunks.file_chunks(reads_path, mates_path, size, self.paired and mates_path is None)
+        reads_shared, writes = self._workers_see(in_files[1] if in_files else [])
         records = ", records in part files" if writes else ", records in the results"
-        if plain and reads_shared:
-            empty = (0, 0, True)                    # a file that has ended: no reads (R1 and R2 differ)
-            chunks = (FileChunk(k * size, tuple((f[0], n, *s) for f, n, s in zip(files, names, part)), interleaved)
-                      for k, part in enumerate(itertools.zip_longest(*spans, fillvalue=empty)))
-            return chunks, writes, "chunks as file ranges" + records
-        if not self.paired:
-            from pymap.reads import read_batches
-            chunks = read_batches(reads_path, size)
-        else:
-            from pymap.mates import read_mate_batches
-            chunks = read_mate_batches(reads_path, mates_path, size)
-        return chunks, writes, "chunks parsed by the client" + records
+        if in_files and reads_shared:
+            return in_files[0], writes, "chunks as file ranges" + records
+        return (chunks.parsed_chunks(reads_path, mates_path, size, self.paired), writes,
+                "chunks parsed by the client" + records)
 
     def _workers_see(self, files):
         """(every worker reads `files` (path, size, mtime) as the client does, every worker writes
@@ -352,32 +270,26 @@ class DaskRun:
                 for s in self.client.run(_sees, files, self.scratch, token, on_error="return").values()]
         return bool(seen) and all(s[0] for s in seen), bool(seen) and all(s[1] for s in seen)
 
-    def _model(self, chunks):
+    def _model(self, todo):
         """(the insert-size model, or the future of one learned on a worker from the first pairs;
         the chunks again)."""
-        from pymap import insert
         if self.options.insert_size is not None:
-            return self.options.insert_size, chunks
-        held, seen = [], 0
-        for chunk in chunks:
-            held.append(chunk)
-            seen += self.chunk_size if isinstance(chunk, FileChunk) else len(chunk[0])
-            if seen >= insert.MODEL_PAIRS:
-                break
-        return self.client.submit(_learn_model, self.run, held, pure=False), itertools.chain(held, chunks)
+            return self.options.insert_size, todo
+        held, todo = chunks.model_chunks(todo, self.chunk_size)
+        return self.client.submit(_learn_model, self.run, held, pure=False), todo
 
     def sam_batches(self, reads_path, mates_path, header):
         """Results in input order: SAM text, or sorted BAM parts under options.sort; as bytes, or as
         outfile.PartFile where the workers wrote them to the scratch directory."""
         from distributed import Future, wait
-        chunks, writes, self.how = self._chunks(reads_path, mates_path)
+        todo, writes, self.how = self._chunks(reads_path, mates_path)
         header_text = str(header) if self.options.sort else None
         model = None
         if self.paired:
-            model, chunks = self._model(chunks)
+            model, todo = self._model(todo)
         pending = deque()
         try:
-            for k, chunk in enumerate(chunks):
+            for k, chunk in enumerate(todo):
                 part = os.path.join(self.scratch, f"{k:09d}") if writes else None
                 pending.append(self.client.submit(_map_chunk, self.run, chunk, model, header_text, part,
                                                   pure=False))
@@ -390,15 +302,11 @@ class DaskRun:
             if pending:                             # a failed run: its chunks leave the cluster
                 self.client.cancel(list(pending))
         self.model = model.result() if isinstance(model, Future) else model
-        self.stats.filter_slack = (None if not self.slack else str(min(self.slack)) if len(self.slack) == 1
-                                   else f"{min(self.slack)}..{max(self.slack)}")
+        self.stats.filter_slack = chunks.slack_summary(self.slack)
 
     def _collect(self, future):
         result, stats, slack, notes, (worker, ready, start, end, cpu) = future.result()
         future.release()
-        if isinstance(result, str):
-            from pymap.outfile import PartFile
-            result = PartFile(result)           # the writer takes it by name
         self.chunks += 1
         if self.t_first is None:
             self.t_first = time.perf_counter() - self.t0
@@ -408,7 +316,7 @@ class DaskRun:
         self.stats.add(stats)
         self.slack.update(slack)
         self._notes.extend(n for n in notes if n not in self._notes)
-        return result
+        return chunks.as_records(result)
 
     def filter_counts(self):
         return None

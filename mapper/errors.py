@@ -26,3 +26,7 @@ class IndexCorrupt(PymapError):
 class PluginContractError(PymapError):
     """A plugin returned something its contract forbids (a bug in the plugin, reported as such)."""
     exit_code = 3
+
+
+class WorkerLost(PymapError):
+    """A worker process ended before its chunks were mapped (killed by a signal, out of memory)."""

@@ -51,6 +51,8 @@ class AlignOptions:
     sort: coordinate-sorted output with its index. level: the output's compression level (None:
     htslib's default). dask: None (one process), "local:N" (a local cluster of N worker
     processes), "tcp://HOST:PORT" (a running scheduler) or a distributed.Client.
+    processes: worker processes on this machine that map the input's chunks, sharing the threads and
+    batches side by side (pymap.processes; with device "gpu" spread over the GPUs); 1 maps here.
     device: "cpu", "gpu" or "auto" (the GPU when one is usable) for every stage that has a device
     option (seeder, filter, extender); None leaves each stage at its own default.
     extender: None picks the scoring extender "affine" (bwa-mem scores, clipping), or the
@@ -81,6 +83,7 @@ class AlignOptions:
     level: int = None
     dask: object = None
     device: str = None
+    processes: int = 1
 
     def validate(self):
         if self.extender is None:
@@ -107,6 +110,10 @@ class AlignOptions:
             self.batches = default_batches(self.thread_count, self.device)
         if not (1 <= self.batches <= 64):
             raise UsageError(f"--batches must be in 1..64, got {self.batches}")
+        if isinstance(self.processes, bool) or not isinstance(self.processes, int) or not 1 <= self.processes <= 64:
+            raise UsageError(f"--processes must be in 1..64, got {self.processes}")
+        if self.processes > 1 and self.dask is not None:
+            raise UsageError("--processes and --dask exclude each other (Dask workers are processes)")
         if self.min_length < 1 or self.max_length < self.min_length:
             raise UsageError("--min-length must be >= 1 and <= --max-length")
         if self.read_group is not None:

@@ -1,0 +1,174 @@
+"""The input mapped in chunks by workers that build their own Pipeline: what a Dask cluster
+(pymap.distributed) and worker processes on this machine (pymap.processes) share.
+
+A chunk is options.batch_size reads (pairs stay together); the chunking never depends on the number
+of workers, and a chunk's records are a pure function of it, so the output is the same whoever maps
+it. The client loads only the reference and makes sure the index is saved; workers load the saved
+index. Where workers see the client's files, a chunk of plain FASTQ files is sent as byte ranges that
+the worker reads and parses itself (FileChunk), and its records come back as a part file in a
+scratch directory beside the output, which the writer copies to the output in order. Otherwise
+(gzip or FASTA reads, stdin) the client parses the chunk and sends the arrays.
+"""
+import dataclasses
+import itertools
+import os
+import threading
+
+import numpy as np
+
+from pymap.errors import InputError
+
+
+@dataclasses.dataclass(frozen=True)
+class FileChunk:
+    """Reads (pairs) first.. of plain FASTQ files, read by the worker: per file (path, name in
+    errors, start, end, final) from reads.fastq_spans; R1 and R2, or one file of interleaved mates."""
+    first: int
+    spans: tuple
+    interleaved: bool = False
+
+    def load(self):
+        """A ReadBatch, or (r1, r2) for pairs."""
+        from pymap import mates
+        from pymap.reads import read_span
+        first = 2 * self.first if self.interleaved else self.first
+        batches = [read_span(path, a, b, final, first, name) for path, name, a, b, final in self.spans]
+        if self.interleaved:
+            return mates.interleaved_mates(batches[0], self.first, self.spans[0][1])
+        if len(batches) == 2:
+            return mates.mates_of(*batches, self.first, self.spans[0][1], self.spans[1][1])
+        return batches[0]
+
+
+def load(chunk):
+    """The reads of a chunk: a FileChunk read here, or the parsed reads sent."""
+    return chunk.load() if isinstance(chunk, FileChunk) else chunk
+
+
+def client_load(ref_path, options, index_path):
+    """The client's share of loading: (reference, the options with the seeder named, the absolute
+    path of the saved index the workers load; built and saved here when missing)."""
+    from pymap import api, plugins
+    reference = api.open_reference(ref_path, options.seeder, index_path)
+    options = dataclasses.replace(options)
+    options.seeder = options.seeder or api.default_seeder(int(reference.codes.shape[0]))
+    seeder = plugins.create("seeder", options.seeder, **options.seeder_opts)
+    path = os.path.abspath(index_path or seeder.index_path(ref_path))
+    api.open_index(seeder, reference, ref_path, index_path, verify=False)
+    if not os.path.exists(path):
+        raise InputError(f"{path}: the index could not be saved, and the workers need it on disk")
+    return reference, options, path
+
+
+def file_chunks(reads_path, mates_path, size, interleaved):
+    """(chunks of `size` reads or pairs as FileChunks, in input order; the files as (absolute path,
+    size, mtime_ns), for workers to check that they see them), or None unless every input is a plain
+    FASTQ file."""
+    from pymap.reads import fastq_spans
+    names = [str(p) for p in (reads_path, mates_path) if p is not None]
+    spans = [fastq_spans(p, 2 * size if interleaved else size) for p in names]
+    if any(s is None for s in spans):
+        return None
+    files = [(os.path.abspath(p), os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in names]
+    empty = (0, 0, True)                    # a file that has ended: no reads (R1 and R2 differ)
+    chunks = (FileChunk(k * size, tuple((f[0], n, *s) for f, n, s in zip(files, names, part)), interleaved)
+              for k, part in enumerate(itertools.zip_longest(*spans, fillvalue=empty)))
+    return chunks, files
+
+
+def parsed_chunks(reads_path, mates_path, size, paired):
+    """Chunks of `size` reads (ReadBatch) or pairs ((r1, r2)) parsed here, in input order."""
+    if not paired:
+        from pymap.reads import read_batches
+        return read_batches(reads_path, size)
+    from pymap.mates import read_mate_batches
+    return read_mate_batches(reads_path, mates_path, size)
+
+
+def chunk_reads(chunk, size):
+    """Reads (pairs) in a chunk: `size` for a FileChunk (all but the last are full)."""
+    return size if isinstance(chunk, FileChunk) else len(chunk[0]) if isinstance(chunk, tuple) else len(chunk)
+
+
+def model_chunks(chunks, size):
+    """(the first chunks, enough pairs to learn the insert-size model from; the chunks again)."""
+    from pymap import insert
+    held, seen = [], 0
+    for chunk in chunks:
+        held.append(chunk)
+        seen += chunk_reads(chunk, size)
+        if seen >= insert.MODEL_PAIRS:
+            break
+    return held, itertools.chain(held, chunks)
+
+
+def learn_model(pipe, chunks):
+    """The insert-size model from the first pairs of `chunks` (as LocalRun learns it)."""
+    from pymap import api
+    model, _ = api.insert_model(pipe, (load(c) for c in chunks), pipe.opt)
+    return model
+
+
+def map_chunk(pipe, chunk, model, header_text, part):
+    """Map one chunk: (the records: SAM text, or with header_text a coordinate-sorted BAM chunk;
+    written to the file `part` and its name returned, or with part None the records as a uint8 array;
+    the chunk's RunStats; the filter allowances used; notes; the (user, system) CPU seconds of this
+    thread)."""
+    cpu = thread_cpu()
+    reads = load(chunk)
+    with pipe.batch() as stats:
+        text = pipe.map_pairs(*reads, model) if model is not None else pipe.map_batch(reads)
+    if header_text is not None:
+        from pymap.sam import sort_chunk
+        text = sort_chunk(header_text.encode() + text)
+    pipe.slack.save()
+    if part is not None:
+        tmp = f"{part}.{os.getpid()}.{threading.get_ident()}"
+        with open(tmp, "wb") as fh:
+            fh.write(text)
+        os.replace(tmp, part)                # a chunk run twice (a lost worker) writes the same part
+        result = part
+    else:
+        # a NumPy array travels without the copies Dask makes of a bytes object (3 x faster here)
+        result = np.frombuffer(text, np.uint8)
+    notes = pipe.seeder.run_notes() + pipe.slack.notes()
+    used = tuple(b - a for a, b in zip(cpu, thread_cpu()))
+    return result, stats, sorted(set(pipe.slack.table.values())), notes, used
+
+
+def as_records(result):
+    """A chunk's records as the writer takes them: bytes, or an outfile.PartFile by name."""
+    if isinstance(result, str):
+        from pymap.outfile import PartFile
+        return PartFile(result)
+    return result
+
+
+def slack_summary(slack):
+    """The run's filter allowance from those its chunks used ("0", "0..1"), None for none."""
+    if not slack:
+        return None
+    return str(min(slack)) if len(slack) == 1 else f"{min(slack)}..{max(slack)}"
+
+
+def parts_writer(out, header, ref_path, options, max_contig_len):
+    """The client's writer of chunk records: SamWriter, or with options.sort SortedPartsWriter
+    merging the sorted chunks."""
+    from pymap.sam import SamWriter, SortedPartsWriter
+    threads = max(1, min(4, os.cpu_count() or 1))      # htslib's threads on the client
+    if options.sort:
+        return SortedPartsWriter(out, header, ref_path=ref_path, threads=threads, level=options.level,
+                                 max_contig_len=max_contig_len)
+    return SamWriter(out, header, ref_path=ref_path, threads=threads, level=options.level)
+
+
+def thread_cpu():
+    """(user, system) CPU seconds of this thread so far; (its CPU seconds, 0) where the platform keeps
+    no per-thread split of them. A chunk's wall time beside its CPU time tells a slower CPU (contention
+    for caches and memory: both grow) from a thread left waiting (only the wall time grows)."""
+    import resource
+    if hasattr(resource, "RUSAGE_THREAD"):
+        use = resource.getrusage(resource.RUSAGE_THREAD)
+        return use.ru_utime, use.ru_stime
+    import time
+    return time.thread_time(), 0.0

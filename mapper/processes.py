@@ -1,0 +1,288 @@
+"""Mapping in worker processes of this machine: `pymap align --processes N`.
+
+One process's threads share Python's lock for the glue between their kernels (GPU launches, NumPy
+bookkeeping): on one H200 with 16 CPUs, one process mapped at most about 1.5 million reads/s
+whatever its threads, two processes on halves of the input 2.0 million together (BENCHMARKS.md).
+Here N worker processes map the input's chunks (pymap.chunks), each with its own Pipeline (the
+saved index loaded; on a GPU, its own copy) and its share of the threads and of the batches side
+by side; chunks go to whichever worker asks first. This process parses no reads where the input is
+plain FASTQ (it sends byte ranges), and copies the workers' part files to the output in order.
+With --device gpu, worker k uses GPU k mod the GPUs visible. The records are those of one process.
+"""
+import dataclasses
+import multiprocessing
+import multiprocessing.connection
+import os
+import pickle
+import shutil
+import signal
+import threading
+import time
+import traceback
+
+from pymap import chunks
+from pymap.errors import WorkerLost
+
+#: chunks sent ahead per batch mapped side by side in the workers: a worker asks for the next chunk
+#: as soon as one of its threads is free, while this process waits for the oldest
+IN_FLIGHT_PER_BATCH = 2
+
+
+class _RemoteTraceback(Exception):
+    def __str__(self):
+        return self.args[0]
+
+
+def _portable(exc):
+    """(exc as it can travel to the client: itself where it pickles, else a RuntimeError of its text;
+    the worker's traceback)."""
+    text = "".join(traceback.format_exception(exc))
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:
+        exc = RuntimeError(f"{type(exc).__name__}: {exc}")
+    return exc, text
+
+
+def _work(run, gpu, tasks, stop, conn):
+    """A worker process: build the pipeline, then map tasks (k, "map" or "model", args) from the
+    shared queue on options.batches threads until each thread gets a None, or any task once `stop`
+    is set; every result, and the pipeline's readiness or failure, goes back on this worker's
+    connection."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)        # the client stops the workers
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)    # before anything starts CUDA here
+    send_lock = threading.Lock()
+
+    def send(message):
+        with send_lock:
+            conn.send(message)
+
+    ref_path, options, index_path, paired = run
+    try:
+        from pymap import api
+        pipe = api.make_pipeline(ref_path, options, index_path, paired=paired)
+    except BaseException as exc:
+        send(("failed", None, *_portable(exc)))
+        return
+    send(("ready", pipe.run_stats.on_gpu, time.time()))
+    side_by_side = options.batches if pipe.concurrent else 1
+    on_gpu = bool(pipe.run_stats.on_gpu)
+
+    def serve():
+        from pymap.kernels.cuda_support import batch_on_gpu
+        while (task := tasks.get()) is not None and not stop.is_set():
+            k, what, args = task
+            try:
+                with batch_on_gpu(0) if on_gpu else _nothing():
+                    result = chunks.learn_model(pipe, *args) if what == "model" else chunks.map_chunk(pipe, *args)
+                send(("done", k, result))
+            except BaseException as exc:
+                send(("failed", k, *_portable(exc)))
+
+    from pymap.kernels.threads import quick_switching
+    from pymap.api import GPU_SWITCH_INTERVAL
+    with quick_switching(GPU_SWITCH_INTERVAL) if on_gpu and side_by_side > 1 else _nothing():
+        threads = [threading.Thread(target=serve) for _ in range(side_by_side)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    pipe.filt.close()
+    pipe.slack.save()
+
+
+def _ended(proc):
+    """How a process ended, in words."""
+    code = proc.exitcode
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}" + (", out of memory?" if code == -9 else "")
+        except ValueError:
+            pass
+    return f"exit code {code}"
+
+
+def _nothing():
+    import contextlib
+    return contextlib.nullcontext()
+
+
+def _context():
+    """The multiprocessing context of the workers: forked from a server process that has imported
+    the mapper (forkserver) where the platform has one, else spawned. Never forked from this
+    process: CUDA does not survive a fork."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["numpy", "pymap.api", "pymap.chunks", "pymap.processes", "pymap.worker_preload"])
+    return ctx
+
+
+def start_server():
+    """Start the server that forks the workers now, so that it imports the mapper while this process
+    loads the reference (ProcessRun starts it otherwise)."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        from multiprocessing import forkserver
+        _context()
+        forkserver.ensure_running()
+
+
+def _gpus(options):
+    """GPUs the workers are spread over: their number with device "gpu" or "auto" where one is
+    usable, else None (no GPU for the stages to choose)."""
+    if options.device not in ("gpu", "auto"):
+        return None
+    from pymap.kernels.cuda_support import cuda_available, gpu_count
+    return gpu_count() if cuda_available() else None
+
+
+class ProcessRun:
+    """The worker-process counterpart of pymap.api.LocalRun (same interface)."""
+
+    def __init__(self, ref_path, options, index_path, paired):
+        from pymap.pipeline import RunStats
+        self.t0, self.wall0 = time.perf_counter(), time.time()
+        self.paired, self.model, self.scratch = paired, None, None
+        self.stats, self.slack, self._notes = RunStats(), set(), []
+        self.workers, self.conns, self.ready = [], [], {}
+        self.open_conns, self.finished = [], False
+        self.t_first, self.chunks_done = None, 0
+        self.n = n = options.processes
+        self.reference, opts, index_path = chunks.client_load(ref_path, options, index_path)
+        per_worker = dataclasses.replace(opts, processes=1, progress=False, threads=max(1, opts.thread_count // n),
+                                         batches=max(1, opts.batches // n))
+        self.options = per_worker
+        gpus = _gpus(opts)
+        ctx = _context()
+        self.tasks, self.stop = ctx.SimpleQueue(), ctx.Event()
+        run = (os.path.abspath(ref_path), per_worker, index_path, paired)
+        try:
+            for k in range(n):
+                ours, theirs = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_work, args=(run, None if gpus is None else k % gpus, self.tasks, self.stop, theirs),
+                                   daemon=True, name=f"pymap-worker-{k}")
+                proc.start()
+                theirs.close()
+                self.workers.append(proc)
+                self.conns.append(ours)
+                self.open_conns.append(ours)
+        except BaseException:
+            self.close()
+            raise
+        self.gpus = gpus
+
+    def writer(self, out, header, ref_path):
+        from pymap import outfile
+        self.scratch = outfile.temporary_dir(outfile.scratch_base(out))
+        return chunks.parts_writer(out, header, ref_path, self.options, int(self.reference.lengths.max()))
+
+    @property
+    def chunk_size(self):
+        return self.options.pairs_per_batch if self.paired else self.options.batch_size
+
+    def sam_batches(self, reads_path, mates_path, header):
+        """Each chunk's records (outfile.PartFile) in input order."""
+        size = self.chunk_size
+        in_files = chunks.file_chunks(reads_path, mates_path, size, self.paired and mates_path is None)
+        todo = in_files[0] if in_files else chunks.parsed_chunks(reads_path, mates_path, size, self.paired)
+        header_text = str(header) if self.options.sort else None
+        model, done = None, {}
+        if self.paired:
+            model = self.options.insert_size
+            if model is None:
+                held, todo = chunks.model_chunks(todo, size)
+                self.tasks.put((-1, "model", (held,)))
+                while -1 not in done:
+                    self._receive(done)
+                model = done.pop(-1)
+        self.model = model
+        in_flight = IN_FLIGHT_PER_BATCH * self.options.batches * len(self.workers)
+        sent = taken = 0
+        todo = iter(todo)
+        while True:
+            while sent - taken < in_flight and (chunk := next(todo, None)) is not None:
+                part = os.path.join(self.scratch, f"{sent:09d}")
+                self.tasks.put((sent, "map", (chunk, model, header_text, part)))
+                sent += 1
+            if taken == sent:
+                break
+            while taken not in done:
+                self._receive(done)
+            yield self._collect(done.pop(taken))
+            taken += 1
+        self.stats.filter_slack = chunks.slack_summary(self.slack)
+        self.finished = True
+
+    def _receive(self, done):
+        """Wait for the workers' next messages; results go to done[k]. Raises a worker's error, or
+        WorkerLost where a worker ended unasked."""
+        sentinels = {p.sentinel: k for k, p in enumerate(self.workers)}
+        for ready in multiprocessing.connection.wait(self.open_conns + list(sentinels)):
+            if ready in sentinels:
+                k = sentinels[ready]
+                if self.conns[k] in self.open_conns:
+                    continue                    # its last messages first
+                raise WorkerLost(f"worker process {k} ended before its chunks were mapped ({_ended(self.workers[k])})")
+            try:
+                kind, k, *rest = ready.recv()
+            except EOFError:
+                self.open_conns.remove(ready)   # its process has ended
+                continue
+            if kind == "ready":
+                self.stats.on_gpu = k
+                self.ready[ready] = rest[0]
+            elif kind == "done":
+                done[k] = rest[0]
+            else:
+                exc, text = rest
+                exc.__cause__ = _RemoteTraceback(f"\n\nin a worker process:\n{text}")
+                raise exc
+
+    def _collect(self, result):
+        records, stats, slack, notes, _ = result
+        if self.t_first is None:
+            self.t_first = time.perf_counter() - self.t0
+        self.chunks_done += 1
+        self.stats.add(stats)
+        self.slack.update(slack)
+        self._notes.extend(n for n in notes if n not in self._notes)
+        return chunks.as_records(records)
+
+    def filter_counts(self):
+        return None
+
+    def notes(self):
+        ready = sorted(t - self.wall0 for t in self.ready.values()) or [0]
+        where = f" on {self.gpus} GPU{'s' if self.gpus != 1 else ''}" if self.gpus else ""
+        return self._notes + [
+            f"processes: {self.n} workers{where} ({self.options.thread_count} threads, "
+            f"{self.options.batches} batches side by side each), ready after {ready[0]:.2f}..{ready[-1]:.2f} s, "
+            f"first chunk back after {self.t_first or 0:.2f} s, {self.chunks_done} chunks in "
+            f"{time.perf_counter() - self.t0:.2f} s"]
+
+    def close(self):
+        """Stop the workers and remove the scratch directory. Each worker thread ends at a None, or
+        after a failed run at the next task whatever it is (the chunk it maps first ends; a worker
+        left to end by itself cleans up what it made); a worker that does not end soon is terminated."""
+        alive = [p for p in self.workers if p.is_alive()]
+        if alive:
+            if not self.finished:
+                self.stop.set()
+            try:
+                for _ in range(len(alive) * max(1, self.options.batches)):
+                    self.tasks.put(None)
+            except OSError:
+                pass
+            deadline = time.monotonic() + 10
+            for p in alive:
+                p.join(max(0.1, deadline - time.monotonic()))
+                if p.is_alive():
+                    p.terminate()
+                    p.join()
+        for c in self.conns:
+            c.close()
+        self.workers, self.conns, self.open_conns = [], [], []
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None

@@ -1,0 +1,145 @@
+"""Mapping in worker processes of this machine (--processes N): the records of one process, single
+and paired, plain and gzip input, unsorted and sorted; a failing chunk or a killed worker stops the
+run with one error, no output file and no worker left behind."""
+import gzip
+import multiprocessing
+import os
+import signal
+import threading
+import time
+
+import pysam
+import pytest
+
+from pymap import api, cli
+from pymap.errors import InputError, UsageError, WorkerLost
+from pymap.options import AlignOptions
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REF = os.path.join(ROOT, "examples", "lambda.fa")
+READS = os.path.join(ROOT, "examples", "reads.fq.gz")
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    path = tmp_path_factory.mktemp("procs_plain") / "reads.fq"
+    path.write_bytes(gzip.decompress(open(READS, "rb").read()))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory):
+    """Read 1 and read 2 files cut from the lambda genome (insert 300, FR)."""
+    import numpy as np
+    from conftest import revcomp
+    seq = "".join(open(REF).read().split("\n")[1:])
+    rng = np.random.default_rng(9)
+    d = tmp_path_factory.mktemp("procs_pairs")
+    r1, r2 = [], []
+    for i in range(600):
+        p = int(rng.integers(0, len(seq) - 300))
+        r1.append(f"@p{i}\n{seq[p:p + 100]}\n+\n{'I' * 100}\n")
+        r2.append(f"@p{i}\n{revcomp(seq[p + 200:p + 300])}\n+\n{'I' * 100}\n")
+    (d / "r1.fq").write_text("".join(r1))
+    (d / "r2.fq").write_text("".join(r2))
+    return str(d / "r1.fq"), str(d / "r2.fq")
+
+
+def _body(path):
+    with pysam.AlignmentFile(str(path), reference_filename=REF) as f:
+        return [r.to_string() for r in f]
+
+
+def _align(out, reads=READS, mates=None, **kw):
+    kw.setdefault("progress", False)
+    return api.align(REF, reads, out=str(out), mates_path=mates, options=AlignOptions(**kw), summary=False)
+
+
+def _workers_left():
+    return [p for p in multiprocessing.active_children() if p.name.startswith("pymap-worker")]
+
+
+@pytest.mark.parametrize("reads", ["plain", "gzip"])
+def test_single_end_same_records_as_one_process(plain, tmp_path, reads):
+    path = plain if reads == "plain" else READS
+    st1 = _align(tmp_path / "one.sam", path)
+    for n, size in ((2, 150), (3, 77)):
+        st = _align(tmp_path / f"p{n}.sam", path, processes=n, batch_size=size, threads=2)
+        assert _body(tmp_path / f"p{n}.sam") == _body(tmp_path / "one.sam")
+        assert (st.reads, st.mapped, st.aligned) == (st1.reads, st1.mapped, st1.aligned)
+    assert not _workers_left()
+    assert not [f for f in os.listdir(tmp_path) if f.startswith(".")]        # no scratch left
+
+
+def test_pairs_learned_model_and_sorted_output(pairs, tmp_path):
+    r1, r2 = pairs
+    st1 = _align(tmp_path / "one.bam", r1, r2, sort=True)
+    st = _align(tmp_path / "p.bam", r1, r2, sort=True, processes=2, batch_size=200)
+    assert _body(tmp_path / "p.bam") == _body(tmp_path / "one.bam")
+    assert st.proper_pairs == st1.proper_pairs > 500
+    assert os.path.exists(tmp_path / "p.bam.bai")
+
+
+def test_interleaved_pairs_from_stdin_like_input(pairs, tmp_path):
+    """Interleaved gzip mates: parsed here, sent to the workers as arrays."""
+    r1, r2 = pairs
+    lines1, lines2 = open(r1).read().splitlines(), open(r2).read().splitlines()
+    inter = "".join("\n".join(lines1[i:i + 4] + lines2[i:i + 4]) + "\n" for i in range(0, len(lines1), 4))
+    path = tmp_path / "inter.fq.gz"
+    path.write_bytes(gzip.compress(inter.encode()))
+    _align(tmp_path / "one.sam", str(path), interleaved=True)
+    _align(tmp_path / "p.sam", str(path), interleaved=True, processes=2, batch_size=300)
+    assert _body(tmp_path / "p.sam") == _body(tmp_path / "one.sam")
+
+
+def test_bad_record_in_a_worker_chunk_is_one_input_error(plain, tmp_path):
+    bad = tmp_path / "bad.fq"
+    text = open(plain).read().splitlines(keepends=True)
+    bad.write_text("".join(text[:400]) + "@x\nACGT\n+\nII\n" + "".join(text[400:800]))
+    with pytest.raises(InputError, match="record 101: sequence and quality lengths differ"):
+        _align(tmp_path / "out.sam", str(bad), processes=2, batch_size=30)
+    assert not os.path.exists(tmp_path / "out.sam")
+    assert not _workers_left()
+
+
+def test_a_killed_worker_stops_the_run(plain, tmp_path, monkeypatch):
+    """A worker killed while mapping (the out-of-memory killer): WorkerLost, no output file."""
+    from pymap import processes
+    start = processes.ProcessRun.__init__
+
+    def init_then_kill(self, *args):
+        start(self, *args)
+        victim = self.workers[0]
+        threading.Timer(0.3, lambda: os.kill(victim.pid, signal.SIGKILL)).start()
+
+    monkeypatch.setattr(processes.ProcessRun, "__init__", init_then_kill)
+    big = tmp_path / "big.fq"
+    big.write_text(open(plain).read() * 40)
+    t = time.monotonic()
+    with pytest.raises(WorkerLost, match="worker process 0 ended before its chunks were mapped .killed by SIGKILL"):
+        _align(tmp_path / "out.sam", str(big), processes=2, batch_size=20)
+    assert time.monotonic() - t < 60
+    assert not os.path.exists(tmp_path / "out.sam")
+    assert not _workers_left()
+
+
+@pytest.mark.parametrize("bad", [0, 65, True, "2"])
+def test_processes_must_be_a_count(bad):
+    with pytest.raises(UsageError, match="--processes must be in 1..64"):
+        AlignOptions(processes=bad).validate()
+
+
+def test_processes_and_dask_exclude_each_other():
+    with pytest.raises(UsageError, match="exclude each other"):
+        AlignOptions(processes=2, dask="local:2").validate()
+
+
+def test_cli_names_the_workers(plain, tmp_path, capsys):
+    out = tmp_path / "cli.sam"
+    assert cli.main(["align", "--no-progress", "-t", "2", "--processes", "2", "--batch-size", "100", REF, plain,
+                     "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "note: processes: 2 workers (1 threads, 1 batches side by side each)" in err
+    assert "chunks in" in err
+    _align(tmp_path / "one.sam", plain)
+    assert _body(out) == _body(tmp_path / "one.sam")
