@@ -51,7 +51,7 @@ def _work(run, gpu, tasks, stop, conn):
     connection."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)        # the client stops the workers
     if gpu is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)    # before anything starts CUDA here
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu         # before anything starts CUDA here
     send_lock = threading.Lock()
 
     def send(message):
@@ -129,12 +129,17 @@ def start_server():
 
 
 def _gpus(options):
-    """GPUs the workers are spread over: their number with device "gpu" or "auto" where one is
-    usable, else None (no GPU for the stages to choose)."""
+    """The GPUs the workers are spread over, as CUDA_VISIBLE_DEVICES names them for a worker (this
+    process's own list where it has one: "2,3" gives ["2", "3"]), with device "gpu" or "auto" where
+    one is usable; else None (no GPU for the stages to choose)."""
     if options.device not in ("gpu", "auto"):
         return None
     from pymap.kernels.cuda_support import cuda_available, gpu_count
-    return gpu_count() if cuda_available() else None
+    if not cuda_available():
+        return None
+    n = gpu_count()
+    listed = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+    return listed[:n] if len(listed) >= n else [str(k) for k in range(n)]
 
 
 class ProcessRun:
@@ -160,8 +165,9 @@ class ProcessRun:
         try:
             for k in range(n):
                 ours, theirs = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_work, args=(run, None if gpus is None else k % gpus, self.tasks, self.stop, theirs),
-                                   daemon=True, name=f"pymap-worker-{k}")
+                gpu = None if gpus is None else gpus[k % len(gpus)]
+                proc = ctx.Process(target=_work, args=(run, gpu, self.tasks, self.stop, theirs), daemon=True,
+                                   name=f"pymap-worker-{k}")
                 proc.start()
                 theirs.close()
                 self.workers.append(proc)
@@ -254,7 +260,8 @@ class ProcessRun:
 
     def notes(self):
         ready = sorted(t - self.wall0 for t in self.ready.values()) or [0]
-        where = f" on {self.gpus} GPU{'s' if self.gpus != 1 else ''}" if self.gpus else ""
+        n = len(self.gpus or ())
+        where = f" on {n} GPU{'s' if n != 1 else ''}" if n else ""
         return self._notes + [
             f"processes: {self.n} workers{where} ({self.options.thread_count} threads, "
             f"{self.options.batches} batches side by side each), ready after {ready[0]:.2f}..{ready[-1]:.2f} s, "

@@ -143,3 +143,18 @@ def test_cli_names_the_workers(plain, tmp_path, capsys):
     assert "chunks in" in err
     _align(tmp_path / "one.sam", plain)
     assert _body(out) == _body(tmp_path / "one.sam")
+
+
+@pytest.mark.parametrize("visible,want", [(None, ["0", "1"]), ("2,3", ["2", "3"]), ("GPU-a, GPU-b", ["GPU-a", "GPU-b"])])
+def test_workers_are_spread_over_the_visible_gpus(monkeypatch, visible, want):
+    """Worker k gets GPU k mod their number, named as this process's CUDA_VISIBLE_DEVICES names it."""
+    from pymap import processes
+    from pymap.kernels import cuda_support
+    monkeypatch.setattr(cuda_support, "cuda_available", lambda: True)
+    monkeypatch.setattr(cuda_support, "gpu_count", lambda: 2)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert processes._gpus(AlignOptions(device="gpu")) == want
+    assert processes._gpus(AlignOptions(device="cpu")) is None
