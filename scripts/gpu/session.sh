@@ -3,7 +3,7 @@
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
 #   bash scripts/gpu/session.sh STEP ...   (default: tests bench ncu map)
 #   steps: tests gpustages bench cand scale ncu map gpupipe gpumem gpupairpipe gpupairs abpipe spy spystart gpustart firstcalls batchsweep large multigpu
-#          twoproc daskgpu
+#          twoproc daskgpu procs
 #          cpus ceiling hostceiling dask daskab daskprof output (each is described where the case below handles it)
 # (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
 # dependencies, see BENCHMARKS.md "Scale-out on Dask")
@@ -246,6 +246,36 @@ print(f'import numba {t1 - t0:.2f} s, numba.cuda {t2 - t1:.2f} s, context {t3 - 
       wait
       for h in a b; do grep -E "^(\| gpu|#)" /tmp/map/two_$h.txt | sed "s/^/$h /" | tee -a "$OUT/twoproc.md"; done
     done ;;
+  procs)
+    # `pymap align --processes P` (PROCS, default "1 2 3 4") on MAP_READS reads (a set of REPEAT_SETS
+    # copies of them, default 10) with --device gpu on every visible GPU, ROUNDS rounds (default 2),
+    # output on /dev/shm; then --device cpu on the reads once, -t nproc in one process against nproc
+    # processes of one thread; records compared with the first run's
+    ecoli_reads && python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
+    W=/dev/shm/pymap; mkdir -p $W && head -400000 /tmp/map/r150.fq > $W/warm.fq
+    for k in $(seq ${REPEAT_SETS:-10}); do cat /tmp/map/r150.fq; done > $W/many.fq
+    A="python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa --no-progress -t $(nproc)"
+    for t in "$(nproc)" 1; do $A $W/warm.fq --device gpu -t $t --batch-size 200000 -o $W/warm.sam 2>/dev/null; done
+    $A $W/warm.fq --device cpu -o $W/warm.sam 2>/dev/null
+    first=""
+    for round in $(seq ${ROUNDS:-2}); do
+      for P in ${PROCS:-1 2 3 4}; do
+        /usr/bin/time -f "gpu, $(wc -l < $W/many.fq | awk '{print $1/4}') reads, --processes $P: wall %e s" \
+          $A $W/many.fq --device gpu --processes $P -o $W/p$P.sam > $W/p.log 2>&1
+        grep -E "note: processes|wall" $W/p.log | cut -c1-250 | tee -a "$OUT/procs.md"
+        [ -n "$first" ] || first=$W/p$P.sam
+        [ "$W/p$P.sam" = "$first" ] || { cmp -s <(grep -v '^@PG' $first) <(grep -v '^@PG' $W/p$P.sam) \
+          && echo "records identical" || echo "RECORDS DIFFER"; } | tee -a "$OUT/procs.md"
+        [ "$W/p$P.sam" = "$first" ] || rm -f $W/p$P.sam
+      done
+    done
+    rm -f $W/*.sam
+    for P in 1 "$(nproc)"; do
+      /usr/bin/time -f "cpu, $(wc -l < /tmp/map/r150.fq | awk '{print $1/4}') reads, --processes $P: wall %e s" \
+        $A /tmp/map/r150.fq --device cpu --processes $P -o $W/c$P.sam 2>&1 | grep -E "wall" | tee -a "$OUT/procs.md"
+    done
+    cmp -s <(grep -v '^@PG' $W/c1.sam) <(grep -v '^@PG' $W/c$(nproc).sam) && echo "cpu records identical" | tee -a "$OUT/procs.md"
+    rm -rf $W ;;
   daskgpu)
     # GPU workers under Dask on this machine: a scheduler and DASK_SHAPES workers x threads (default 2x8 4x4)
     # against one `pymap align --device gpu` process on MAP_READS reads, output on /dev/shm
