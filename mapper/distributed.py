@@ -5,7 +5,9 @@ depends on the number of workers), one task a chunk; the client writes the resul
 with a bounded number of chunks in flight. A worker builds its Pipeline once (the saved index
 memory-mapped from a path every worker can read) and keeps it for all its chunks; a task is a pure
 function of its chunk, so a chunk whose worker is lost is run again elsewhere and nothing is lost
-or written twice. Each task runs single-threaded: a worker's threads run chunks side by side.
+or written twice. Each task runs single-threaded: a worker's threads run chunks side by side, on one
+Pipeline where its stages allow batches side by side (on a GPU: one index copy a worker), else on
+one each.
 
 What travels: where every worker sees the client's files (a local cluster, a shared file system),
 a chunk of plain FASTQ files is sent as byte ranges that the worker reads and parses itself, and
@@ -29,7 +31,8 @@ from pymap.errors import InputError, UsageError
 #: the oldest chunk (workers start, and chunks end, at different times); results wait on the workers
 #: or in part files, not in the client
 IN_FLIGHT_PER_THREAD = 4
-#: pipelines built in this (worker) process, one per (run, thread)
+#: pipelines built in this (worker) process: by (run, None) where the worker's threads share it, else
+#: by (run, thread)
 _PIPELINES = {}
 #: Dask settings of the private cluster of `--dask local:N` (docs/dask.md gives them for other clusters):
 #: no GPU polling by the system monitor (on a GPU machine it costs seconds of the scheduler's time a
@@ -121,16 +124,40 @@ def dask_setup(worker):
 
 
 def _worker_pipeline(key, ref_path, options, index_path, paired):
-    """(this worker thread's Pipeline of the run `key`, built on first use; the time.time() it was
-    ready)."""
+    """(the Pipeline of the run `key` for this worker thread, built on first use; the time.time() it
+    was ready). The process's first one is built alone: where its stages allow batches side by side
+    (Pipeline.concurrent, as on a GPU) every thread of the worker shares it, as the batches of one
+    process do (one index copy on the GPU, not one a thread); otherwise each thread builds its own."""
+    entry = _PIPELINES.get((key, None)) or _PIPELINES.get((key, threading.get_ident()))
+    if entry is not None:
+        return entry
+    with _FIRST_BUILD:
+        entry = _PIPELINES.get((key, None))
+        if entry is None and key not in _OWN_PIPELINES:
+            entry = _build_pipeline(ref_path, options, index_path, paired)
+            if entry[0].concurrent:
+                _PIPELINES[(key, None)] = entry
+            else:
+                _OWN_PIPELINES.add(key)
+                _PIPELINES[(key, threading.get_ident())] = entry
+            return entry
+    if entry is None:
+        entry = _PIPELINES[(key, threading.get_ident())] = _build_pipeline(ref_path, options, index_path, paired)
+    return entry
+
+
+#: the first pipeline of a run in a worker process is built by one thread at a time
+_FIRST_BUILD = threading.Lock()
+#: the runs whose pipelines are not shared by threads (the first one built said so)
+_OWN_PIPELINES = set()
+
+
+def _build_pipeline(ref_path, options, index_path, paired):
     from pymap import api
-    slot = (key, threading.get_ident())
-    if slot not in _PIPELINES:
-        if not os.path.exists(index_path):
-            raise InputError(f"{index_path}: index not readable on worker {os.uname().nodename} "
-                             f"(the index must be on a path every worker can read)")
-        _PIPELINES[slot] = api.make_pipeline(ref_path, options, index_path, paired=paired), time.time()
-    return _PIPELINES[slot]
+    if not os.path.exists(index_path):
+        raise InputError(f"{index_path}: index not readable on worker {os.uname().nodename} "
+                         f"(the index must be on a path every worker can read)")
+    return api.make_pipeline(ref_path, options, index_path, paired=paired), time.time()
 
 
 #: a worker process's first chunk that may run on a GPU maps alone, its pipeline's construction

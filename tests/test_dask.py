@@ -376,3 +376,35 @@ def test_first_gpu_chunk_of_a_worker_maps_alone(monkeypatch, device):
     else:
         assert all(start < first[2] for _, start, _ in rest)
     assert max(s for _, s, _ in rest) < min(e for _, _, e in rest)    # the later ones side by side
+
+
+@pytest.mark.parametrize("concurrent", [True, False])
+def test_worker_threads_share_a_concurrent_pipeline(monkeypatch, concurrent):
+    """A worker's threads share one pipeline where its stages allow batches side by side (on a GPU:
+    one index copy, not one a thread); otherwise each thread builds its own."""
+    import threading
+    import time
+    import types
+
+    from pymap import distributed
+    built = []
+
+    def fake_build(*args):
+        time.sleep(0.1)
+        pipe = types.SimpleNamespace(concurrent=concurrent)
+        built.append(pipe)
+        return pipe, time.time()
+
+    monkeypatch.setattr(distributed, "_build_pipeline", fake_build)
+    monkeypatch.setattr(distributed, "_PIPELINES", {})
+    monkeypatch.setattr(distributed, "_OWN_PIPELINES", set())
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(distributed._worker_pipeline("run", REF, None, "i", False)[0]))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 4
+    assert len(built) == (1 if concurrent else 4)
+    assert len({id(p) for p in got}) == len(built)
