@@ -105,8 +105,26 @@ def model_chunks(chunks, size):
 def learn_model(pipe, chunks):
     """The insert-size model from the first pairs of `chunks` (as LocalRun learns it)."""
     from pymap import api
-    model, _ = api.insert_model(pipe, (load(c) for c in chunks), pipe.opt)
+    with _on_thread_gpu(pipe):
+        model, _ = api.insert_model(pipe, (load(c) for c in chunks), pipe.opt)
     return model
+
+
+_SLOT = threading.local()
+_SLOTS = itertools.count()
+
+
+def _on_thread_gpu(pipe):
+    """Where a worker's threads share a GPU pipeline: this thread's batches on one GPU of those
+    visible (thread k on GPU k mod their number), its context attached (cuda_support.batch_on_gpu),
+    as LocalRun's batches side by side run."""
+    import contextlib
+    if not (pipe.run_stats.on_gpu and pipe.concurrent):
+        return contextlib.nullcontext()
+    from pymap.kernels.cuda_support import batch_on_gpu
+    if not hasattr(_SLOT, "k"):
+        _SLOT.k = next(_SLOTS)
+    return batch_on_gpu(_SLOT.k)
 
 
 def map_chunk(pipe, chunk, model, header_text, part):
@@ -116,7 +134,7 @@ def map_chunk(pipe, chunk, model, header_text, part):
     thread)."""
     cpu = thread_cpu()
     reads = load(chunk)
-    with pipe.batch() as stats:
+    with _on_thread_gpu(pipe), pipe.batch() as stats:
         text = pipe.map_pairs(*reads, model) if model is not None else pipe.map_batch(reads)
     if header_text is not None:
         from pymap.sam import sort_chunk

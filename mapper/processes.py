@@ -9,6 +9,7 @@ by side; chunks go to whichever worker asks first. This process parses no reads 
 plain FASTQ (it sends byte ranges), and copies the workers' part files to the output in order.
 With --device gpu, worker k uses GPU k mod the GPUs visible. The records are those of one process.
 """
+import contextlib
 import dataclasses
 import multiprocessing
 import multiprocessing.connection
@@ -70,19 +71,17 @@ def _work(run, gpu, tasks, stop, conn):
     on_gpu = bool(pipe.run_stats.on_gpu)
 
     def serve():
-        from pymap.kernels.cuda_support import batch_on_gpu
         while (task := tasks.get()) is not None and not stop.is_set():
             k, what, args = task
             try:
-                with batch_on_gpu(0) if on_gpu else _nothing():
-                    result = chunks.learn_model(pipe, *args) if what == "model" else chunks.map_chunk(pipe, *args)
+                result = chunks.learn_model(pipe, *args) if what == "model" else chunks.map_chunk(pipe, *args)
                 send(("done", k, result))
             except BaseException as exc:
                 send(("failed", k, *_portable(exc)))
 
-    from pymap.kernels.threads import quick_switching
     from pymap.api import GPU_SWITCH_INTERVAL
-    with quick_switching(GPU_SWITCH_INTERVAL) if on_gpu and side_by_side > 1 else _nothing():
+    from pymap.kernels.threads import quick_switching
+    with quick_switching(GPU_SWITCH_INTERVAL) if on_gpu and side_by_side > 1 else contextlib.nullcontext():
         threads = [threading.Thread(target=serve) for _ in range(side_by_side)]
         for t in threads:
             t.start()
@@ -101,11 +100,6 @@ def _ended(proc):
         except ValueError:
             pass
     return f"exit code {code}"
-
-
-def _nothing():
-    import contextlib
-    return contextlib.nullcontext()
 
 
 def _context():

@@ -158,3 +158,44 @@ def test_workers_are_spread_over_the_visible_gpus(monkeypatch, visible, want):
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     assert processes._gpus(AlignOptions(device="gpu")) == want
     assert processes._gpus(AlignOptions(device="cpu")) is None
+
+
+def test_worker_threads_keep_their_own_gpu(monkeypatch):
+    """A worker's threads sharing a GPU pipeline: each thread's chunks run on one GPU slot of its own
+    (cuda_support.batch_on_gpu), the same at every chunk; nothing of the kind on the CPU."""
+    import contextlib
+    import types
+
+    from pymap import chunks
+    from pymap.kernels import cuda_support
+    asked = []
+
+    @contextlib.contextmanager
+    def fake_batch_on_gpu(k):
+        asked.append((threading.get_ident(), k))
+        yield
+
+    monkeypatch.setattr(cuda_support, "batch_on_gpu", fake_batch_on_gpu)
+    gpu_pipe = types.SimpleNamespace(run_stats=types.SimpleNamespace(on_gpu=("seed",)), concurrent=True)
+    cpu_pipe = types.SimpleNamespace(run_stats=types.SimpleNamespace(on_gpu=()), concurrent=True)
+
+    together = threading.Barrier(3)         # all alive at once: no thread's ident reused by another
+
+    def work():
+        together.wait()
+        for _ in range(3):
+            with chunks._on_thread_gpu(gpu_pipe), chunks._on_thread_gpu(cpu_pipe):
+                pass
+        together.wait()
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(asked) == 9
+    by_thread = {}
+    for ident, k in asked:
+        by_thread.setdefault(ident, set()).add(k)
+    assert all(len(ks) == 1 for ks in by_thread.values())
+    assert len({next(iter(ks)) for ks in by_thread.values()}) == 3
