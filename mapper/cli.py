@@ -103,8 +103,8 @@ def build_parser():
                    help="map on a Dask cluster: N local worker processes, or a running scheduler")
     p.add_argument("--processes", type=int, metavar="N", default=1,
                    help="map in N worker processes of this machine sharing the threads (with --device gpu "
-                        "spread over the GPUs; 2 per GPU pass what one process can drive); the output does "
-                        "not depend on it (default: 1, this process)")
+                        "spread over the GPUs), --batches in each; the output does not depend on it "
+                        "(default: 1, this process)")
 
     p = sub.add_parser("filter", help="run a pre-alignment filter on a pair file")
     p.add_argument("pairs", help="one pair per line: read TAB reference segment (same length); - for stdin")

@@ -47,7 +47,7 @@ class AlignOptions:
     supplementary (2048), as bwa mem -M does for Picard.
     seed: tie-breaking among equally good hits is a hash of (seed, read number): deterministic.
     batches: how many batches are mapped side by side (threads of their own; the stages must allow it,
-    see pymap.plugins); the output is the same for any value.
+    see pymap.plugins), in each process with `processes`; the output is the same for any value.
     sort: coordinate-sorted output with its index. level: the output's compression level (None:
     htslib's default). dask: None (one process), "local:N" (a local cluster of N worker
     processes), "tcp://HOST:PORT" (a running scheduler) or a distributed.Client.
@@ -106,14 +106,14 @@ class AlignOptions:
             self.batch_size = GPU_BATCH_SIZE if self.device == "gpu" else BATCH_SIZE
         if not (1 <= self.batch_size <= 10_000_000):
             raise UsageError(f"--batch-size must be in 1..10000000, got {self.batch_size}")
-        if self.batches is None:
-            self.batches = default_batches(self.thread_count, self.device)
-        if not (1 <= self.batches <= 64):
-            raise UsageError(f"--batches must be in 1..64, got {self.batches}")
         if isinstance(self.processes, bool) or not isinstance(self.processes, int) or not 1 <= self.processes <= 64:
             raise UsageError(f"--processes must be in 1..64, got {self.processes}")
         if self.processes > 1 and self.dask is not None:
             raise UsageError("--processes and --dask exclude each other (Dask workers are processes)")
+        if self.batches is None:
+            self.batches = default_batches(self.process_threads, self.device)
+        if not (1 <= self.batches <= 64):
+            raise UsageError(f"--batches must be in 1..64, got {self.batches}")
         if self.min_length < 1 or self.max_length < self.min_length:
             raise UsageError("--min-length must be >= 1 and <= --max-length")
         if self.read_group is not None:
@@ -133,6 +133,11 @@ class AlignOptions:
     def pairs_per_batch(self):
         """Pairs in a batch of paired reads: batch_size counts reads, both mates of a pair."""
         return max(1, self.batch_size // 2)
+
+    @property
+    def process_threads(self):
+        """Threads of each mapping process: all of them, or their share in each of `processes`."""
+        return max(1, self.thread_count // self.processes)
 
     @property
     def thread_count(self):

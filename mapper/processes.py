@@ -4,8 +4,9 @@ One process's threads share Python's lock for the glue between their kernels (GP
 bookkeeping): on one H200 with 16 CPUs, one process mapped at most about 1.5 million reads/s
 whatever its threads, two processes on halves of the input 2.0 million together (BENCHMARKS.md).
 Here N worker processes map the input's chunks (pymap.chunks), each with its own Pipeline (the
-saved index loaded; on a GPU, its own copy) and its share of the threads and of the batches side
-by side; chunks go to whichever worker asks first. This process parses no reads where the input is
+saved index loaded; on a GPU, its own copy), its share of the threads and the batches side by side
+of that share (--batches, by default as for one process of those threads); chunks go to whichever
+worker asks first. This process parses no reads where the input is
 plain FASTQ (it sends byte ranges), and copies the workers' part files to the output in order.
 With --device gpu, worker k uses GPU k mod the GPUs visible. The records are those of one process.
 """
@@ -149,8 +150,7 @@ class ProcessRun:
         self.t_first, self.chunks_done = None, 0
         self.n = n = options.processes
         self.reference, opts, index_path = chunks.client_load(ref_path, options, index_path)
-        per_worker = dataclasses.replace(opts, processes=1, progress=False, threads=max(1, opts.thread_count // n),
-                                         batches=max(1, opts.batches // n))
+        per_worker = dataclasses.replace(opts, processes=1, progress=False, threads=opts.process_threads)
         self.options = per_worker
         gpus = _gpus(opts)
         ctx = _context()

@@ -199,3 +199,13 @@ def test_worker_threads_keep_their_own_gpu(monkeypatch):
         by_thread.setdefault(ident, set()).add(k)
     assert all(len(ks) == 1 for ks in by_thread.values())
     assert len({next(iter(ks)) for ks in by_thread.values()}) == 3
+
+
+@pytest.mark.parametrize("device,threads,processes,want", [(None, 16, 1, 3), (None, 16, 4, 2), (None, 16, 16, 1),
+                                                           ("gpu", 16, 1, 12), ("gpu", 16, 2, 6)])
+def test_each_worker_maps_its_threads_batches_side_by_side(device, threads, processes, want):
+    """--processes N: each worker has 1/N of the threads, and by default the batches side by side of a
+    process of that many threads; --batches given counts per worker."""
+    opt = AlignOptions(device=device, threads=threads, processes=processes).validate()
+    assert (opt.process_threads, opt.batches) == (max(1, threads // processes), want)
+    assert AlignOptions(threads=16, processes=4, batches=5).validate().batches == 5
