@@ -129,8 +129,9 @@ def sampled_reads(rng, codes, n_reads, max_subs, n_every):
 def compare_seeding(n_reads, e_nb):
     """The neighborhood seeder's candidates on the GPU against the CPU's: random contigs with
     repeat copies (reads there overflow the device's hit buffers and are seeded by the CPU), reads
-    with errors and N, lossy and lossless steps."""
+    with errors and N, lossy and lossless steps, a batch queried whole and in parts of 7 reads."""
     from pymap.reference import Reference
+    from pymap.seeders import neighborhood
     from pymap.seeders.neighborhood import NeighborhoodSeeder
     rng = np.random.default_rng(7)
     unit = rng.integers(0, 4, 300).astype(np.uint8)
@@ -141,7 +142,10 @@ def compare_seeding(n_reads, e_nb):
     max_e = np.full(n_reads, 8, np.int32)
     bad = []
     overflowed = 0
-    for opts in ({"e_nb": e_nb}, {"e_nb": e_nb, "lossless": True, "max_occ": 2000}):
+    whole = neighborhood.QUERY_SLOTS
+    for opts, slots in (({"e_nb": e_nb}, whole), ({"e_nb": e_nb, "lossless": True, "max_occ": 2000}, whole),
+                        ({"e_nb": e_nb}, 2 * 7 * neighborhood.DEFAULT_MAX_CANDS)):
+        neighborhood.QUERY_SLOTS = slots
         cpu_seeder = NeighborhoodSeeder(**opts)
         index = cpu_seeder.build_index(ref)
         gpu_seeder = NeighborhoodSeeder(device="gpu", **opts)

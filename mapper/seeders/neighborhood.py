@@ -38,6 +38,9 @@ DEFAULT_E_NB = 0
 DEFAULT_MAX_OCC = 1000
 DEFAULT_MAX_CANDS = 64
 DEFAULT_MIN_HITS = 1
+#: candidate slots (reads x 2 strands x max_cands) of one query call: a batch is queried in parts of
+#: at most this many, which bounds the per-read output buffers to 128 MiB
+QUERY_SLOTS = 1 << 24
 DEFAULT_LOOKUP = "phf"
 #: pattern length s+b = ceil(log4(genome length)) + PATTERN_MARGIN (16 for E. coli)
 PATTERN_MARGIN = 4
@@ -255,7 +258,7 @@ class NeighborhoodSeeder(Seeder):
         codes = batch.codes
         rc = batch.rc_codes
         mc = self.max_cands
-        sub = max(1, (1 << 24) // (2 * mc))  # bound the per-read output buffers to 128 MiB
+        sub = max(1, QUERY_SLOTS // (2 * mc))
         parts = []
         for r0 in range(0, n, sub):
             r1 = min(n, r0 + sub)
@@ -264,11 +267,10 @@ class NeighborhoodSeeder(Seeder):
             m = r1 - r0
             if self.device == "gpu":
                 from pymap.kernels.nbindex_cuda import query_batch_cuda
-                # the batch's own arrays when they are one part: the device copy the filter and the
-                # extender use too (resident keys on the array), not a second one of a view
-                whole = r0 == 0 and r1 == n
-                part_codes, part_rc = (codes, rc) if whole else (codes[sl], rc[sl])
-                counts, found = query_batch_cuda(part_codes, part_rc, offs, max_edits[r0:r1], index.care, index.span,
+                # the batch's own arrays, whatever the part, with the part's offsets into them: the
+                # device copy the filter and the extender use too (resident keys on the array), not
+                # a second one of each part's view
+                counts, found = query_batch_cuda(codes, rc, offsets[r0:r1 + 1], max_edits[r0:r1], index.care, index.span,
                                                  index.ln, self.step, self.lossless, self.e_nb, self.max_occ, mc,
                                                  self.min_hits, a["blk"], a["g"], a["slots"], a["pos"],
                                                  timing=self.timing)
