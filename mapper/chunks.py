@@ -162,22 +162,56 @@ def as_records(result):
     return result
 
 
-def slack_summary(slack):
-    """The run's filter allowance from those its chunks used ("0", "0..1"), None for none."""
-    if not slack:
+class Tally:
+    """What a run's chunks report besides their records (map_chunk): the run's counters (stats), the
+    filter allowances used and the workers' notes, each note once."""
+
+    def __init__(self):
+        from pymap.pipeline import RunStats
+        self.stats, self.slack, self.notes = RunStats(), set(), []
+
+    def add(self, stats, slack, notes):
+        self.stats.add(stats)
+        self.slack.update(slack)
+        self.notes.extend(n for n in notes if n not in self.notes)
+
+    def finish(self):
+        """The run's filter allowance from those its chunks used ("0", "0..1"; None for none)."""
+        s = self.slack
+        self.stats.filter_slack = None if not s else str(min(s)) if len(s) == 1 else f"{min(s)}..{max(s)}"
+
+
+class ChunkedRun:
+    """The client's side of a run whose chunks workers map (DaskRun, ProcessRun), beside their own:
+    the writer, which takes the records the workers leave as part files in a scratch directory
+    beside the output, and the chunk size. Subclasses set options, paired and reference."""
+    scratch = None
+
+    def writer(self, out, header, ref_path):
+        """SamWriter, or with options.sort SortedPartsWriter merging the sorted chunks."""
+        from pymap import outfile
+        from pymap.sam import SamWriter, SortedPartsWriter
+        self.scratch = outfile.temporary_dir(outfile.scratch_base(out))
+        threads = max(1, min(4, os.cpu_count() or 1))      # htslib's threads on the client
+        opt = self.options
+        if opt.sort:
+            return SortedPartsWriter(out, header, ref_path=ref_path, threads=threads, level=opt.level,
+                                     max_contig_len=int(self.reference.lengths.max()))
+        return SamWriter(out, header, ref_path=ref_path, threads=threads, level=opt.level)
+
+    @property
+    def chunk_size(self):
+        """Reads in a chunk, or pairs when paired (as a batch of LocalRun)."""
+        return self.options.pairs_per_batch if self.paired else self.options.batch_size
+
+    def filter_counts(self):
         return None
-    return str(min(slack)) if len(slack) == 1 else f"{min(slack)}..{max(slack)}"
 
-
-def parts_writer(out, header, ref_path, options, max_contig_len):
-    """The client's writer of chunk records: SamWriter, or with options.sort SortedPartsWriter
-    merging the sorted chunks."""
-    from pymap.sam import SamWriter, SortedPartsWriter
-    threads = max(1, min(4, os.cpu_count() or 1))      # htslib's threads on the client
-    if options.sort:
-        return SortedPartsWriter(out, header, ref_path=ref_path, threads=threads, level=options.level,
-                                 max_contig_len=max_contig_len)
-    return SamWriter(out, header, ref_path=ref_path, threads=threads, level=options.level)
+    def remove_scratch(self):
+        import shutil
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
 
 
 def thread_cpu():

@@ -18,7 +18,6 @@ With --sort each chunk comes back coordinate-sorted (BAM) and the client merges.
 """
 import dataclasses
 import os
-import shutil
 import threading
 import time
 from collections import deque
@@ -226,11 +225,10 @@ def _sees(files, scratch, token):
     return same, writes
 
 
-class DaskRun:
+class DaskRun(chunks.ChunkedRun):
     """The Dask counterpart of pymap.api.LocalRun (same interface)."""
 
     def __init__(self, spec, ref_path, options, index_path, paired):
-        from pymap.pipeline import RunStats
         self.t0, self.wall0, self.t_first, self.chunks = time.perf_counter(), time.time(), None, 0
         self.chunk_cpu = (0.0, 0.0)             # summed (user, system) CPU seconds of the chunks' threads
         self.owned, self.scratch, self.how, self.workers = [], None, "", {}
@@ -245,10 +243,9 @@ class DaskRun:
                         (self.client, self.owned), self.t_ready = connecting.result()
             connecting.result()
             self.paired = paired
-            self.stats = RunStats()
+            self.tally = chunks.Tally()
+            self.stats = self.tally.stats
             self.model = None
-            self.slack = set()
-            self._notes = []
             self.threads = sum(self.client.nthreads().values()) or 1
             self.in_flight = IN_FLIGHT_PER_THREAD * self.threads
         except BaseException:
@@ -263,17 +260,6 @@ class DaskRun:
         options = dataclasses.replace(options, dask=None, threads=1, progress=False, device=device)
         self.reference, self.options, path = chunks.client_load(ref_path, options, index_path)
         self.run = (f"{os.getpid()}-{id(self)}", os.path.abspath(ref_path), self.options, path, paired)
-
-    def writer(self, out, header, ref_path):
-        from pymap import outfile
-        # where workers leave their records when they see it (sam_batches)
-        self.scratch = outfile.temporary_dir(outfile.scratch_base(out))
-        return chunks.parts_writer(out, header, ref_path, self.options, int(self.reference.lengths.max()))
-
-    @property
-    def chunk_size(self):
-        """Reads in a chunk, or pairs when paired (as a batch of LocalRun)."""
-        return self.options.pairs_per_batch if self.paired else self.options.batch_size
 
     def _chunks(self, reads_path, mates_path):
         """(the chunks to send, in input order; whether the workers write the records to the
@@ -329,7 +315,7 @@ class DaskRun:
             if pending:                             # a failed run: its chunks leave the cluster
                 self.client.cancel(list(pending))
         self.model = model.result() if isinstance(model, Future) else model
-        self.stats.filter_slack = chunks.slack_summary(self.slack)
+        self.tally.finish()
 
     def _collect(self, future):
         result, stats, slack, notes, (worker, ready, start, end, cpu) = future.result()
@@ -340,13 +326,8 @@ class DaskRun:
         _, first, last, busy = self.workers.get(worker, (ready, start, end, 0.0))
         self.workers[worker] = (ready, min(first, start), max(last, end), busy + end - start)
         self.chunk_cpu = tuple(a + b for a, b in zip(self.chunk_cpu, cpu))
-        self.stats.add(stats)
-        self.slack.update(slack)
-        self._notes.extend(n for n in notes if n not in self._notes)
+        self.tally.add(stats, slack, notes)
         return chunks.as_records(result)
-
-    def filter_counts(self):
-        return None
 
     def notes(self):
         now = time.perf_counter()
@@ -360,12 +341,10 @@ class DaskRun:
                   f"{100 * busy / max(span, 1e-9):.0f} % from their first chunk to their last; a chunk's "
                   f"thread used {self.chunk_cpu[0] / max(self.chunks, 1):.3f} s user and "
                   f"{self.chunk_cpu[1] / max(self.chunks, 1):.3f} s system CPU")
-        return self._notes + [timing]
+        return self.tally.notes + [timing]
 
     def close(self):
         for thing in self.owned:
             thing.close()
         self.owned = []
-        if self.scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
-            self.scratch = None
+        self.remove_scratch()

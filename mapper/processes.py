@@ -16,7 +16,6 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import pickle
-import shutil
 import signal
 import threading
 import time
@@ -137,14 +136,14 @@ def _gpus(options):
     return listed[:n] if len(listed) >= n else [str(k) for k in range(n)]
 
 
-class ProcessRun:
+class ProcessRun(chunks.ChunkedRun):
     """The worker-process counterpart of pymap.api.LocalRun (same interface)."""
 
     def __init__(self, ref_path, options, index_path, paired):
-        from pymap.pipeline import RunStats
         self.t0, self.wall0 = time.perf_counter(), time.time()
         self.paired, self.model, self.scratch = paired, None, None
-        self.stats, self.slack, self._notes = RunStats(), set(), []
+        self.tally = chunks.Tally()
+        self.stats = self.tally.stats
         self.workers, self.conns, self.ready = [], [], {}
         self.open_conns, self.finished = [], False
         self.t_first, self.chunks_done = None, 0
@@ -171,15 +170,6 @@ class ProcessRun:
             self.close()
             raise
         self.gpus = gpus
-
-    def writer(self, out, header, ref_path):
-        from pymap import outfile
-        self.scratch = outfile.temporary_dir(outfile.scratch_base(out))
-        return chunks.parts_writer(out, header, ref_path, self.options, int(self.reference.lengths.max()))
-
-    @property
-    def chunk_size(self):
-        return self.options.pairs_per_batch if self.paired else self.options.batch_size
 
     def sam_batches(self, reads_path, mates_path, header):
         """Each chunk's records (outfile.PartFile) in input order."""
@@ -211,7 +201,7 @@ class ProcessRun:
                 self._receive(done)
             yield self._collect(done.pop(taken))
             taken += 1
-        self.stats.filter_slack = chunks.slack_summary(self.slack)
+        self.tally.finish()
         self.finished = True
 
     def _receive(self, done):
@@ -244,19 +234,14 @@ class ProcessRun:
         if self.t_first is None:
             self.t_first = time.perf_counter() - self.t0
         self.chunks_done += 1
-        self.stats.add(stats)
-        self.slack.update(slack)
-        self._notes.extend(n for n in notes if n not in self._notes)
+        self.tally.add(stats, slack, notes)
         return chunks.as_records(records)
-
-    def filter_counts(self):
-        return None
 
     def notes(self):
         ready = sorted(t - self.wall0 for t in self.ready.values()) or [0]
         n = len(self.gpus or ())
         where = f" on {n} GPU{'s' if n != 1 else ''}" if n else ""
-        return self._notes + [
+        return self.tally.notes + [
             f"processes: {self.n} workers{where} ({self.options.thread_count} threads, "
             f"{self.options.batches} batches side by side each), ready after {ready[0]:.2f}..{ready[-1]:.2f} s, "
             f"first chunk back after {self.t_first or 0:.2f} s, {self.chunks_done} chunks in "
@@ -284,6 +269,4 @@ class ProcessRun:
         for c in self.conns:
             c.close()
         self.workers, self.conns, self.open_conns = [], [], []
-        if self.scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
-            self.scratch = None
+        self.remove_scratch()

@@ -1,4 +1,6 @@
 """Shared fixtures: a random multi-contig reference and reads simulated from it with known truth."""
+import os
+
 import numpy as np
 import pytest
 
@@ -22,6 +24,22 @@ def mutate(rng, seq, n_edits):
         else:
             del s[i]
     return "".join(s)
+
+
+def lambda_pairs(directory, n, seed):
+    """Read 1 and read 2 files of n pairs cut from examples/lambda.fa (insert 300, FR, 100 bp mates)
+    in `directory`; returns their paths."""
+    ref = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "lambda.fa")
+    seq = "".join(open(ref).read().split("\n")[1:])
+    rng = np.random.default_rng(seed)
+    r1, r2 = [], []
+    for i in range(n):
+        p = int(rng.integers(0, len(seq) - 300))
+        r1.append(f"@p{i}\n{seq[p:p + 100]}\n+\n{'I' * 100}\n")
+        r2.append(f"@p{i}\n{revcomp(seq[p + 200:p + 300])}\n+\n{'I' * 100}\n")
+    (directory / "r1.fq").write_text("".join(r1))
+    (directory / "r2.fq").write_text("".join(r2))
+    return str(directory / "r1.fq"), str(directory / "r2.fq")
 
 
 def revcomp(s):

@@ -30,19 +30,8 @@ def client():
 @pytest.fixture(scope="module")
 def pairs(tmp_path_factory):
     """Read 1 and read 2 files cut from the lambda genome (insert 300, FR)."""
-    import numpy as np
-    from conftest import revcomp
-    seq = "".join(open(REF).read().split("\n")[1:])
-    rng = np.random.default_rng(8)
-    d = tmp_path_factory.mktemp("dask_pairs")
-    r1, r2 = [], []
-    for i in range(400):
-        p = int(rng.integers(0, len(seq) - 300))
-        r1.append(f"@p{i}\n{seq[p:p + 100]}\n+\n{'I' * 100}\n")
-        r2.append(f"@p{i}\n{revcomp(seq[p + 200:p + 300])}\n+\n{'I' * 100}\n")
-    (d / "r1.fq").write_text("".join(r1))
-    (d / "r2.fq").write_text("".join(r2))
-    return str(d / "r1.fq"), str(d / "r2.fq")
+    from conftest import lambda_pairs
+    return lambda_pairs(tmp_path_factory.mktemp("dask_pairs"), 400, 8)
 
 
 @pytest.fixture(scope="module")
