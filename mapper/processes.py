@@ -1,14 +1,17 @@
 """Mapping in worker processes of this machine: `pymap align --processes N`.
 
-One process's threads share Python's lock for the glue between their kernels (GPU launches, NumPy
-bookkeeping): on one H200 with 16 CPUs, one process mapped at most about 1.5 million reads/s
-whatever its threads, two processes on halves of the input 2.0 million together (BENCHMARKS.md).
-Here N worker processes map the input's chunks (pymap.chunks), each with its own Pipeline (the
-saved index loaded; on a GPU, its own copy), its share of the threads and the batches side by side
-of that share (--batches, by default as for one process of those threads); chunks go to whichever
-worker asks first. This process parses no reads where the input is
-plain FASTQ (it sends byte ranges), and copies the workers' part files to the output in order.
-With --device gpu, worker k uses GPU k mod the GPUs visible. The records are those of one process.
+N worker processes map the input's chunks (pymap.chunks), each with its own Pipeline (the saved
+index loaded; on a GPU, its own copy), its share of the threads and the batches side by side of that
+share (--batches, by default as for one process of those threads); chunks go to whichever worker
+asks first. This process parses no reads where the input is plain FASTQ (it sends byte ranges) and
+copies the workers' part files to the output in order; the records are those of one process. With
+--device gpu, worker k uses GPU k mod the GPUs visible.
+
+What it buys (BENCHMARKS.md, seventeenth session): on the CPU, a process a core instead of one
+process's threads (16 cores: 2 M reads in 4.2 s against 5.4 s; one process's threads share
+Python's lock for the glue between kernels, not separated from other causes); on two GPUs, a process per GPU
+rather than one process driving both (1.3x one GPU). On one GPU, several processes are no faster
+than one. Each process holds its own reference and pipeline, so memory grows with N.
 """
 import contextlib
 import dataclasses
@@ -48,8 +51,8 @@ def _portable(exc):
 def _work(run, gpu, tasks, stop, conn):
     """A worker process: build the pipeline, then map tasks (k, "map" or "model", args) from the
     shared queue on options.batches threads until each thread gets a None, or any task once `stop`
-    is set; every result, and the pipeline's readiness or failure, goes back on this worker's
-    connection."""
+    is set. Messages back on this worker's connection: ("ready", None, the stages on a GPU, time),
+    ("done", k, result) and ("failed", k or None, exception, its traceback)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)        # the client stops the workers
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu         # before anything starts CUDA here
@@ -66,7 +69,7 @@ def _work(run, gpu, tasks, stop, conn):
     except BaseException as exc:
         send(("failed", None, *_portable(exc)))
         return
-    send(("ready", pipe.run_stats.on_gpu, time.time()))
+    send(("ready", None, pipe.run_stats.on_gpu, time.time()))
     side_by_side = options.batches if pipe.concurrent else 1
     on_gpu = bool(pipe.run_stats.on_gpu)
 
@@ -220,8 +223,7 @@ class ProcessRun(chunks.ChunkedRun):
                 self.open_conns.remove(ready)   # its process has ended
                 continue
             if kind == "ready":
-                self.stats.on_gpu = k
-                self.ready[ready] = rest[0]
+                self.stats.on_gpu, self.ready[ready] = rest
             elif kind == "done":
                 done[k] = rest[0]
             else:
