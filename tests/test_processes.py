@@ -198,3 +198,25 @@ def test_each_worker_maps_its_threads_batches_side_by_side(device, threads, proc
     opt = AlignOptions(device=device, threads=threads, processes=processes).validate()
     assert (opt.process_threads, opt.batches) == (max(1, threads // processes), want)
     assert AlignOptions(threads=16, processes=4, batches=5).validate().batches == 5
+
+
+def test_cli_stdin_to_stdout_and_one_error_line(tmp_path):
+    """Reads on stdin (parsed here, sent to the workers) and SAM on stdout, as one process writes them;
+    a malformed record on stdin: one error line, exit 1, no traceback."""
+    import subprocess
+    import sys
+    data = gzip.decompress(open(READS, "rb").read())
+
+    def run(*args, stdin):
+        return subprocess.run([sys.executable, "-m", "pymap.cli", "align", "--no-progress", *args, REF, "-"],
+                              input=stdin, capture_output=True, timeout=300)
+
+    one, two = run(stdin=data), run("--processes", "2", "--batch-size", "300", stdin=data)
+    assert one.returncode == two.returncode == 0, two.stderr
+    body = [[l for l in r.stdout.splitlines() if not l.startswith(b"@PG")] for r in (one, two)]
+    assert body[0] == body[1] and len(body[0]) > 2000
+    bad = run("--processes", "2", "--batch-size", "300", stdin=data[:40000] + b"@x\nACGT\n+\nII\n" + data[40000:])
+    err = bad.stderr.decode().splitlines()
+    assert bad.returncode == 1
+    assert [l for l in err if not l.startswith("[pymap]")] == [l for l in err if l.startswith("pymap: error:")]
+    assert len([l for l in err if l.startswith("pymap: error:")]) == 1 and "Traceback" not in bad.stderr.decode()
