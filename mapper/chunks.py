@@ -177,8 +177,8 @@ class Tally:
 
     def finish(self):
         """The run's filter allowance from those its chunks used ("0", "0..1"; None for none)."""
-        s = self.slack
-        self.stats.filter_slack = None if not s else str(min(s)) if len(s) == 1 else f"{min(s)}..{max(s)}"
+        from pymap.slack import span_text
+        self.stats.filter_slack = span_text(self.slack)
 
 
 class ChunkedRun:

@@ -30,8 +30,8 @@ from pymap.errors import InputError, UsageError
 #: the oldest chunk (workers start, and chunks end, at different times); results wait on the workers
 #: or in part files, not in the client
 IN_FLIGHT_PER_THREAD = 4
-#: pipelines built in this (worker) process: by (run, None) where the worker's threads share it, else
-#: by (run, thread)
+#: pipelines built in this (worker) process: by (run, None) the first one (pipeline, ready time, the
+#: thread that built it), by (run, thread) those of the other threads where it is not shared
 _PIPELINES = {}
 #: Dask settings of the private cluster of `--dask local:N` (docs/dask.md gives them for other clusters):
 #: no GPU polling by the system monitor (on a GPU machine it costs seconds of the scheduler's time a
@@ -124,31 +124,25 @@ def dask_setup(worker):
 
 def _worker_pipeline(key, ref_path, options, index_path, paired):
     """(the Pipeline of the run `key` for this worker thread, built on first use; the time.time() it
-    was ready). The process's first one is built alone: where its stages allow batches side by side
-    (Pipeline.concurrent, as on a GPU) every thread of the worker shares it, as the batches of one
-    process do (one index copy on the GPU, not one a thread); otherwise each thread builds its own."""
-    entry = _PIPELINES.get((key, None)) or _PIPELINES.get((key, threading.get_ident()))
-    if entry is not None:
-        return entry
+    was ready). The process's first one is built alone, by the thread that asks first: where its
+    stages allow batches side by side (Pipeline.concurrent, as on a GPU) every thread of the worker
+    shares it, as the batches of one process do (one index copy on the GPU, not one a thread);
+    otherwise it stays that thread's and each other thread builds its own."""
+    me = threading.get_ident()
     with _FIRST_BUILD:
-        entry = _PIPELINES.get((key, None))
-        if entry is None and key not in _OWN_PIPELINES:
-            entry = _build_pipeline(ref_path, options, index_path, paired)
-            if entry[0].concurrent:
-                _PIPELINES[(key, None)] = entry
-            else:
-                _OWN_PIPELINES.add(key)
-                _PIPELINES[(key, threading.get_ident())] = entry
-            return entry
-    if entry is None:
-        entry = _PIPELINES[(key, threading.get_ident())] = _build_pipeline(ref_path, options, index_path, paired)
-    return entry
+        first = _PIPELINES.get((key, None))
+        if first is None:
+            first = _PIPELINES[(key, None)] = (*_build_pipeline(ref_path, options, index_path, paired), me)
+    pipe, ready, owner = first
+    if pipe.concurrent or owner == me:
+        return pipe, ready
+    if (key, me) not in _PIPELINES:
+        _PIPELINES[(key, me)] = _build_pipeline(ref_path, options, index_path, paired)
+    return _PIPELINES[(key, me)]
 
 
 #: the first pipeline of a run in a worker process is built by one thread at a time
 _FIRST_BUILD = threading.Lock()
-#: the runs whose pipelines are not shared by threads (the first one built said so)
-_OWN_PIPELINES = set()
 
 
 def _build_pipeline(ref_path, options, index_path, paired):

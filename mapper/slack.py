@@ -221,7 +221,12 @@ class SlackTable:
         """'k' or 'k1..k2' over the (L, e) seen, for the run summary."""
         if self.whole_e and self.fixed is None:
             return "e"
-        vals = sorted(set(self.table.values())) if self.fixed is None else [self.fixed]
-        if not vals:
-            return None
-        return str(vals[0]) if len(vals) == 1 else f"{vals[0]}..{vals[-1]}"
+        return span_text(self.table.values() if self.fixed is None else [self.fixed])
+
+
+def span_text(allowances):
+    """'k' or 'k1..k2' over the allowances, None for none: the run summary's filter allowance."""
+    vals = sorted(set(allowances))
+    if not vals:
+        return None
+    return str(vals[0]) if len(vals) == 1 else f"{vals[0]}..{vals[-1]}"

@@ -386,7 +386,6 @@ def test_worker_threads_share_a_concurrent_pipeline(monkeypatch, concurrent):
 
     monkeypatch.setattr(distributed, "_build_pipeline", fake_build)
     monkeypatch.setattr(distributed, "_PIPELINES", {})
-    monkeypatch.setattr(distributed, "_OWN_PIPELINES", set())
     got = []
     threads = [threading.Thread(target=lambda: got.append(distributed._worker_pipeline("run", REF, None, "i", False)[0]))
                for _ in range(4)]
