@@ -172,15 +172,24 @@ def _view(buf, shape, size):
     return DeviceNDArray(shape, tuple(reversed(strides)), buf.dtype, gpu_data=buf.gpu_data)
 
 
-def thread_scratch(tag, specs, nt):
+def thread_scratch(tag, specs, nt, thread_major=False):
     """Per-thread scratch for a kernel of nt threads: for each (shape, dtype) of specs an array of
     shape + (nt,), thread-minor (the threads of a warp touching one element touch adjacent ones),
     cut from device buffers kept per (tag, GPU) and grown as needed: allocating them per launch
-    (up to a GB) cost more than the kernels. Callers hold a lock per tag while they use them."""
+    (up to a GB) cost more than the kernels. Callers hold a lock per tag while they use them.
+    thread_major: the same shapes, each thread's elements adjacent instead (threads that walk long
+    buffers on their own, as in sorting, then reuse cache lines; not under the simulator)."""
     gpu = _current_gpu()
     _release_at_exit()
     bufs = _SCRATCH.setdefault((tag, gpu), _Buffers())
-    return bufs.cut([(tuple(shape) + (nt,), dtype) for shape, dtype in specs])
+    if not thread_major or _simulator():
+        return bufs.cut([(tuple(shape) + (nt,), dtype) for shape, dtype in specs])
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    out = []
+    for arr in bufs.cut([((nt,) + tuple(shape), dtype) for shape, dtype in specs]):
+        out.append(DeviceNDArray(arr.shape[1:] + arr.shape[:1], arr.strides[1:] + arr.strides[:1], arr.dtype,
+                                 gpu_data=arr.gpu_data))
+    return out
 
 
 #: call_buffers' buffers by (tag, GPU, thread)
@@ -226,7 +235,7 @@ def call_inputs(tag, arrays, stream):
     return out
 
 
-def run_on_scratch(tag, specs, nt, stream, launch):
+def run_on_scratch(tag, specs, nt, stream, launch, thread_major=False):
     """launch(scratch) enqueues a kernel on `stream` that uses the (tag, GPU) scratch
     (thread_scratch(tag, specs, nt)); waits for that kernel and returns its time in ms (CUDA events).
     The stage's lock (gpu_lock) is held only from the launch to the kernel's end: the caller copies
@@ -234,7 +243,7 @@ def run_on_scratch(tag, specs, nt, stream, launch):
     after, while other batches' kernels take the scratch (the stage's time on the GPU, not its
     copies, is what batches side by side wait for)."""
     with gpu_lock(tag):
-        scratch = thread_scratch(tag, specs, nt)
+        scratch = thread_scratch(tag, specs, nt, thread_major)
         ev0, ev1 = cuda.event(), cuda.event()
         ev0.record(stream)
         launch(scratch)

@@ -168,8 +168,10 @@ def test_seeding_cuda_equals_cpu(where, e_nb):
 
 def compare_minimizer_seeding(n_reads):
     """The minimizer seeder's candidates on the GPU against the CPU's: a genome with a 300-copy repeat
-    (reads there have more hits than the device buffers hold and are queried by the CPU), reads with
-    errors and N, both strands."""
+    (reads there have more hits than the first device pass holds: wider passes query them, and the
+    CPU past the widest, forced here by small capacities), its keys also masked (max_occ 200: reads
+    seeded again with them), reads with errors and N, both strands."""
+    from pymap.kernels import minimizer_index_cuda as mic
     from pymap.reference import Reference
     from pymap.seeders.minimizer import MinimizerSeeder
     rng = np.random.default_rng(11)
@@ -179,8 +181,11 @@ def compare_minimizer_seeding(n_reads):
     ref = Reference(["c1", "c2"], np.array([0, 100000, codes.size], np.int64), codes, "test")
     batch = sampled_reads(rng, codes, n_reads, max_subs=3, n_every=13)
     max_e = np.full(n_reads, 8, np.int32)
-    bad, cpu_reads = [], 0
-    for opts in ({}, {"min_frac": 0.0, "max_cands": 5}):
+    bad, counts = [], {}
+    default = mic.HIT_CAPACITIES
+    for opts, capacities in (({}, default), ({"min_frac": 0.0, "max_cands": 5}, default),
+                             ({"max_occ": 200}, default), ({}, (16, 64))):
+        mic.HIT_CAPACITIES = capacities
         cpu_seeder = MinimizerSeeder(**opts)
         index = cpu_seeder.build_index(ref)
         gpu_seeder = MinimizerSeeder(device="gpu", **opts)
@@ -188,16 +193,23 @@ def compare_minimizer_seeding(n_reads):
         b = gpu_seeder.candidates(index, batch, max_e)
         for name in ("read", "strand", "pos", "mapq_cap"):
             if not np.array_equal(getattr(a, name), getattr(b, name)):
-                bad.append(f"{opts} {name}")
-        cpu_reads += gpu_seeder.timing["cpu_reads"]
-    return {"bad": bad, "cpu_reads": cpu_reads, "cands": int(a.read.size)}
+                bad.append(f"{opts} {capacities} {name}")
+        for key in ("wide_reads", "cpu_reads"):
+            counts[f"{key} {capacities == default}"] = counts.get(f"{key} {capacities == default}", 0) \
+                + gpu_seeder.timing[key]
+        counts["rescued"] = counts.get("rescued", 0) + gpu_seeder.stats["rescued"] + gpu_seeder.stats["mostly_masked"]
+    mic.HIT_CAPACITIES = default
+    return {"bad": bad, "counts": counts, "cands": int(a.read.size)}
 
 
 @pytest.mark.parametrize("where", ["simulator", "gpu"])
 def test_minimizer_seeding_cuda_equals_cpu(where):
     res = run_check("compare_minimizer_seeding", where, 50 if where == "simulator" else 3000)
     assert res["bad"] == []
-    assert res["cpu_reads"] > 0 and res["cands"] > 0
+    c = res["counts"]
+    # the default passes keep every read on the device; small ones leave some to the CPU
+    assert c["wide_reads True"] > 0 and c["cpu_reads True"] == 0 and c["cpu_reads False"] > 0
+    assert c["rescued"] > 0 and res["cands"] > 0
 
 
 # ------------------------------------------------------------------------------------- mapping

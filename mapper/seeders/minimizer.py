@@ -278,7 +278,7 @@ class MinimizerSeeder(Seeder):
         if redo.size and p["rescue_occ"] > mask_occ:
             wide = RESCUE_CANDS * self.max_cands       # a family's copies outnumber a unique read's hits
             more = idxfile.in_read_ranges(batch.subset(redo), max_edits[redo], wide,
-                                          query_with(p["rescue_occ"], wide, "cpu"))
+                                          query_with(p["rescue_occ"], wide, self.device))
             keep = np.flatnonzero(np.isin(read, redo, invert=True))
             read = np.concatenate([read[keep], redo[more[0]].astype(read.dtype)])
             order = np.argsort(read, kind="stable")      # each read's candidates come from one query
@@ -303,6 +303,10 @@ class MinimizerSeeder(Seeder):
     def run_notes(self):
         s = self.stats
         notes = []
+        if self.timing.get("cpu_reads"):
+            from pymap.kernels.minimizer_index_cuda import HIT_CAPACITIES
+            notes.append(f"{self.timing['cpu_reads']} read(s) had more seed hits than the GPU's widest pass holds "
+                         f"({HIT_CAPACITIES[-1]}): seeded on the CPU")
         if s["all_masked"]:
             notes.append(f"{s['all_masked']} read(s) had only over-represented minimizers (more than max_occ "
                          f"occurrences in the reference)")
