@@ -17,8 +17,10 @@ from pymap.kernels.threads import tally
 
 #: hits one read may have in each pass on the device: a read with more is queried again by the next
 #: pass, which runs fewer threads with wider scratch, and past the last one by the CPU kernel (reads of
-#: repeat families: 40 % of a human-like genome's reads have over 256 hits, 4 % over 4096)
-HIT_CAPACITIES = (256, 1024, 4096, 16384, 65536)
+#: repeat families: 40 % of a human-like genome's reads have over 256 hits, 4 % over 4096). One GPU
+#: thread sorts a read's hits alone: past 16384 hits the CPU is faster (a pass of 65536 took 89 ms on
+#: one H200 for what 16 CPU threads do in a few)
+HIT_CAPACITIES = (256, 1024, 4096, 16384)
 #: device scratch of a wider pass: this share of the GPU's free memory, at most WIDE_SCRATCH_MAX bytes
 #: (its threads, each sorting thousands of hits alone, need to be many: on one H200, 200,000 reads of
 #: a 1 Gbp human-like genome took 2.1 s with 4 GB, 0.5 s with 32 GB)
