@@ -293,8 +293,7 @@ class LocalRun:
         # a reference decoded on demand is trimmed by a batch that starts with none in flight (Pipeline.batch)
         pause = pipe.ref.trim_wanted
         on_gpus = pipe.run_stats.on_gpu and side_by_side > 1
-        switching = quick_switching(GPU_SWITCH_INTERVAL) if on_gpus else contextlib.nullcontext()
-        with switching:
+        with gpu_switching(pipe, side_by_side):
             if mates_path is not None or opt.interleaved:
                 from pymap.mates import read_mate_batches
                 batches = ahead(read_mate_batches(reads_path, mates_path, opt.pairs_per_batch))
@@ -324,8 +323,7 @@ class LocalRun:
         return self.pipe.seeder.run_notes() + self.pipe.slack.notes()
 
     def close(self):
-        self.pipe.filt.close()
-        self.pipe.slack.save()
+        self.pipe.close()
 
 
 #: Python's thread switch interval while batches side by side use a GPU (threads.quick_switching): 1 ms
@@ -333,6 +331,14 @@ class LocalRun:
 #: on 4,000,000 reads later, 0.2-5 ms all alike (sixteenth; BENCHMARKS.md). On the CPU path (2 cores)
 #: 1-2 % slower, so there it stays
 GPU_SWITCH_INTERVAL = 0.001
+
+
+def gpu_switching(pipe, side_by_side):
+    """The context batches side by side are mapped in: Python's thread switch interval at
+    GPU_SWITCH_INTERVAL where they share a GPU, unchanged otherwise."""
+    if pipe.run_stats.on_gpu and side_by_side > 1:
+        return quick_switching(GPU_SWITCH_INTERVAL)
+    return contextlib.nullcontext()
 
 
 def spread_over_gpus(map_one):

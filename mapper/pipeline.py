@@ -125,6 +125,11 @@ class Pipeline:
                 self._in_flight -= 1
                 self.run_stats.add(st)
 
+    def close(self):
+        """At the run's end: the filter's resources released, the measured filter allowance saved."""
+        self.filt.close()
+        self.slack.save()
+
     def _timed(self, key, t0):
         t1 = time.perf_counter()
         self.stats.add_time(key, t1 - t0)

@@ -13,7 +13,6 @@ Python's lock for the glue between kernels, not separated from other causes); on
 rather than one process driving both (1.3x one GPU). On one GPU, several processes are no faster
 than one. Each process holds its own reference and pipeline, so memory grows with N.
 """
-import contextlib
 import dataclasses
 import multiprocessing
 import multiprocessing.connection
@@ -71,7 +70,6 @@ def _work(run, gpu, tasks, stop, conn):
         return
     send(("ready", None, pipe.run_stats.on_gpu, time.time()))
     side_by_side = options.batches if pipe.concurrent else 1
-    on_gpu = bool(pipe.run_stats.on_gpu)
 
     def serve():
         while (task := tasks.get()) is not None and not stop.is_set():
@@ -82,16 +80,13 @@ def _work(run, gpu, tasks, stop, conn):
             except BaseException as exc:
                 send(("failed", k, *_portable(exc)))
 
-    from pymap.api import GPU_SWITCH_INTERVAL
-    from pymap.kernels.threads import quick_switching
-    with quick_switching(GPU_SWITCH_INTERVAL) if on_gpu and side_by_side > 1 else contextlib.nullcontext():
+    with api.gpu_switching(pipe, side_by_side):
         threads = [threading.Thread(target=serve) for _ in range(side_by_side)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-    pipe.filt.close()
-    pipe.slack.save()
+    pipe.close()
 
 
 def _ended(proc):
