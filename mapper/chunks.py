@@ -151,7 +151,7 @@ def map_chunk(pipe, chunk, model, header_text, part):
         result = np.frombuffer(text, np.uint8)
     notes = pipe.seeder.run_notes() + pipe.slack.notes()
     used = tuple(b - a for a, b in zip(cpu, thread_cpu()))
-    return result, stats, sorted(set(pipe.slack.table.values())), notes, used
+    return result, stats, pipe.slack.used(), notes, used
 
 
 def as_records(result):

@@ -217,11 +217,16 @@ class SlackTable:
         return [f"filter '{getattr(self.filter, 'name', '?')}' rejected worst-case reads within e even at "
                 f"threshold 2e (e.g. {length} bp, e={e}): it can lose alignments"]
 
-    def summary(self):
-        """'k' or 'k1..k2' over the (L, e) seen, for the run summary."""
+    def used(self):
+        """The allowances the filter ran at: those measured for the (L, e) seen, the fixed one, or
+        "e" where the filter runs at the whole threshold (--all)."""
         if self.whole_e and self.fixed is None:
-            return "e"
-        return span_text(self.table.values() if self.fixed is None else [self.fixed])
+            return ["e"]
+        return sorted(set(self.table.values())) if self.fixed is None else [self.fixed]
+
+    def summary(self):
+        """'k' or 'k1..k2' over the allowances used, for the run summary."""
+        return span_text(self.used())
 
 
 def span_text(allowances):

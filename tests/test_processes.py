@@ -48,6 +48,15 @@ def _workers_left():
     return [p for p in multiprocessing.active_children() if p.name.startswith("pymap-worker")]
 
 
+def test_summary_allowance_as_one_process(tmp_path):
+    """The run summary's filter allowance: "e" under --all (the filter at 2e), the fixed one under
+    --filter-slack, as one process says it."""
+    for kw in ({"report_all": True}, {"filter_slack": 1}):
+        one = _align(tmp_path / "one.sam", **kw).filter_slack
+        assert one == ("e" if "report_all" in kw else "1")
+        assert _align(tmp_path / "p2.sam", processes=2, batch_size=500, threads=2, **kw).filter_slack == one
+
+
 @pytest.mark.parametrize("reads", ["plain", "gzip"])
 def test_single_end_same_records_as_one_process(plain, tmp_path, reads):
     path = plain if reads == "plain" else READS
