@@ -59,7 +59,7 @@ def warm_up():
         cuda_target.target_context.refresh()
 
 
-def _current_gpu():
+def current_gpu():
     """The number of this thread's current GPU (0 under the simulator, whose device has none): what
     the buffers, streams and locks kept per GPU are keyed on."""
     return getattr(cuda.get_current_device(), "id", 0)
@@ -73,7 +73,7 @@ def resident(host):
     """A device copy of the host array on the current GPU, made once and kept while the host array
     lives: the reference and the index are copied once a run, and one batch's reads once for all
     the stages that use them. The host array must not change afterwards."""
-    key = (id(host), _current_gpu())
+    key = (id(host), current_gpu())
     with _RESIDENT_LOCK:                  # stages of batches mapped side by side ask at once: one copy
         hit = _RESIDENT.get(key)
         if hit is not None and hit[0]() is host:
@@ -116,7 +116,7 @@ def thread_stream():
     streams = getattr(_STREAMS, "by_gpu", None)
     if streams is None:
         streams = _STREAMS.by_gpu = {}
-    gpu = _current_gpu()
+    gpu = current_gpu()
     if gpu not in streams:
         streams[gpu] = cuda.stream()
     return streams[gpu]
@@ -179,7 +179,7 @@ def thread_scratch(tag, specs, nt, thread_major=False):
     (up to a GB) cost more than the kernels. Callers hold a lock per tag while they use them.
     thread_major: the same shapes, each thread's elements adjacent instead (threads that walk long
     buffers on their own, as in sorting, then reuse cache lines; not under the simulator)."""
-    gpu = _current_gpu()
+    gpu = current_gpu()
     _release_at_exit()
     bufs = _SCRATCH.setdefault((tag, gpu), _Buffers())
     if not thread_major or _simulator():
@@ -207,7 +207,7 @@ def call_buffers(tag, specs):
     and the current GPU, cut from buffers the thread keeps and grows: valid until the thread's next
     call with that tag. cuMemAlloc and cuMemFree synchronise the whole GPU, so arrays allocated and
     freed per call made batches side by side wait for each other's kernels."""
-    gpu = _current_gpu()
+    gpu = current_gpu()
     ident = threading.get_ident()
     if getattr(_THREAD, "end", None) is None:
         _THREAD.end = _ThreadEnd()
@@ -332,7 +332,7 @@ _LOCKS_GUARD = threading.Lock()
 def gpu_lock(tag):
     """The lock of (tag, current GPU): one kernel launch of a stage at a time per GPU, as its
     scratch (thread_scratch) is shared."""
-    key = (tag, _current_gpu())
+    key = (tag, current_gpu())
     with _LOCKS_GUARD:
         return _LOCKS.setdefault(key, threading.Lock())
 
@@ -440,4 +440,4 @@ def replace_rows(counts, values, rows, sub_counts, sub_values):
 
 __all__ = ["batch_on_gpu", "cuda", "cuda_available", "fetch_rows", "gpu_count", "gpu_lock", "kernel_callable",
            "note_gpu", "on_gpus", "pinned_gpu", "replace_rows", "resident", "run_on_scratch", "thread_scratch",
-           "thread_stream", "call_buffers", "call_inputs"]
+           "thread_stream", "call_buffers", "call_inputs", "current_gpu"]

@@ -29,8 +29,8 @@ import numpy as np
 from numba import config as numba_config
 from numba import uint64
 
-from pymap.kernels.cuda_support import (call_buffers, call_inputs, cuda, note_gpu, pinned_gpu, resident,
-                                        thread_stream)
+from pymap.kernels.cuda_support import (call_buffers, call_inputs, cuda, current_gpu, note_gpu, pinned_gpu,
+                                        resident, thread_stream)
 from pymap.kernels.packed_ref import complete
 from pymap.kernels.gatekeeper_cpu import (MODE_FULL, MODE_NONE, MODE_PUBLISHED, REJECT, UNDEFINED,
                                     encode_pair_words)
@@ -396,7 +396,7 @@ def _pagelocked(nbytes):
     if numba_config.ENABLE_CUDASIM:
         return np.empty(nbytes, np.uint8)
     from numba.cuda.cudadrv.driver import binding, driver
-    device = cuda.get_current_device().id
+    device = current_gpu()
     with cuda.gpus[device]:
         ptr = int(driver.cuMemHostAlloc(nbytes, binding.CU_MEMHOSTALLOC_PORTABLE))
     raw = (ctypes.c_uint8 * nbytes).from_address(ptr)

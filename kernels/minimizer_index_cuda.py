@@ -1,17 +1,17 @@
 """The minimizer seeder's queries on CUDA: kernels.minimizer_index's per-read steps compiled for the GPU.
 
 One thread per read, grid-stride. A thread runs the CPU's own scan_minimizers, lookup_seeds,
-seed_hits and pick_clusters on fixed-size scratch columns (thread-minor) against the device-resident
-table; a read with more hits than its pass holds (a repeat) is flagged and queried again by a wider
-pass (HIT_CAPACITIES), past the widest by the CPU kernel, so the candidates are the CPU's in every
-case (docs/gpu.md).
+seed_hits and pick_clusters on fixed-size scratch columns (thread-minor in the first pass,
+thread-major in the wider ones) against the device-resident table; a read with more hits than its
+pass holds (a repeat) is flagged and queried again by a wider pass (HIT_CAPACITIES), past the widest
+by the CPU kernel, so the candidates are the CPU's in every case (docs/gpu.md).
 """
 import numpy as np
 from numba import config as numba_config
 
 from pymap.kernels import minimizer_index as cpu
-from pymap.kernels.cuda_support import (call_buffers, call_inputs, cuda, fetch_rows, kernel_callable, on_gpus,
-                                        resident, run_on_scratch, thread_stream)
+from pymap.kernels.cuda_support import (call_buffers, call_inputs, cuda, current_gpu, fetch_rows,
+                                        kernel_callable, on_gpus, resident, run_on_scratch, thread_stream)
 from pymap.kernels.minimizers import ring_size
 from pymap.kernels.threads import tally
 
@@ -23,7 +23,7 @@ from pymap.kernels.threads import tally
 HIT_CAPACITIES = (256, 1024, 4096, 16384)
 #: device scratch of a wider pass: this share of the GPU's free memory, at most WIDE_SCRATCH_MAX bytes
 #: (its threads, each sorting thousands of hits alone, need to be many: on one H200, 200,000 reads of
-#: a 1 Gbp human-like genome took 2.1 s with 4 GB, 0.5 s with 32 GB)
+#: a 1 Gbp human-like genome in passes of 256, 4096 and 65536 hits took 2.1 s with 4 GB, 0.5 s with 32 GB)
 WIDE_SCRATCH_SHARE = 0.25
 WIDE_SCRATCH_MAX = 32 << 30
 THREADS_PER_BLOCK = 128
@@ -97,7 +97,7 @@ def _max_threads(tier, per_thread):
     share of the free memory holds (their scratch is laid out thread-major: each thread sorts alone)."""
     if tier == 0:
         return MAX_THREADS
-    gpu = cuda.get_current_device().id
+    gpu = current_gpu()
     budget = _WIDE_BUDGET.get(gpu)
     if budget is None:                             # fixed at the first wide pass: the scratch is kept
         free, _ = cuda.current_context().get_memory_info()
@@ -148,15 +148,15 @@ def query_batch_cuda(codes, offsets, max_edits, m, w, rule, order, max_occ, min_
             out[3 + j][rows] = rep[j]
     # each read's candidates come from the one pass that held its hits: placed in read order at once
     counts = out[2]
-    for rows, c, _, _ in done:
-        counts[rows] = c
+    for read, c, _, _ in done:
+        counts[read] = c
     first = np.cumsum(counts) - counts
     strand, pos = np.empty(int(counts.sum()), np.int8), np.empty(int(counts.sum()), np.int64)
-    for rows, c, s_, p_ in done:
-        if s_.size:
-            within = np.arange(s_.size, dtype=np.int64) - np.repeat(np.cumsum(c) - c, c)
-            at = np.repeat(first[rows], c) + within
-            strand[at], pos[at] = s_, p_
+    for read, c, pass_strand, pass_pos in done:
+        if pass_strand.size:
+            within = np.arange(pass_strand.size, dtype=np.int64) - np.repeat(np.cumsum(c) - c, c)
+            at = np.repeat(first[read], c) + within
+            strand[at], pos[at] = pass_strand, pass_pos
     return np.repeat(np.arange(n, dtype=np.int64), counts), strand, pos, tuple(out[3:6])
 
 
