@@ -208,13 +208,38 @@ def pattern_rows(seq, care, span, ln, step, e_nb, work, var, combo):
     """One work row per pattern s_i b_i of an oriented read (offsets 0, step, 2 step, ... and the
     last one; patterns with a non-ACGT base skipped) and per degenerated b within e_nb substitutions:
     columns 0 pattern index, 1 seed key, 2 neighborhood, 3 offset. Returns (rows, npatterns); rows
-    is -1 when work has too few rows. Allocates nothing (the CUDA seeder calls it too)."""
-    npat, last = _patterns(seq.shape[0], span + ln, step)
+    is -1 when work has too few rows. Allocates nothing (the CUDA seeder calls it too).
+    Patterns of up to 32 bases are read from a window packed 2 bits a base that slides over the read
+    once (each base read once, not once per pattern covering it: 3x less work at step 6)."""
+    W = span + ln
+    npat, last = _patterns(seq.shape[0], W, step)
     ni = 0
+    x = np.int64(0)                 # the last W bases before p, packed, first most significant
+    clean = 0                       # how many of them are ACGT (since the last other base)
+    p = 0
+    low = (np.int64(1) << (2 * ln)) - 1
+    mask = np.int64(-1) if W >= 32 else (np.int64(1) << (2 * W)) - 1
     for i in range(npat):
-        o, key, nb = _pattern(seq, i, step, last, care, span, ln)
-        if o < 0:
-            continue
+        if W > 32:
+            o, key, nb = _pattern(seq, i, step, last, care, span, ln)
+            if o < 0:
+                continue
+        else:
+            o = np.int64(i * step if i * step <= last else last)
+            while p < o + W:
+                b = np.int64(seq[p])
+                if b > 3:
+                    clean = 0
+                else:
+                    clean += 1
+                    x = ((x << 2) | b) & mask
+                p += 1
+            if clean < W:
+                continue
+            key = np.int64(0)
+            for q in range(care.shape[0]):
+                key = (key << 2) | ((x >> (2 * (W - 1 - care[q]))) & 3)
+            nb = x & low
         nv = 1
         var[0] = nb
         if e_nb > 0:

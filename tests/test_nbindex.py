@@ -201,6 +201,25 @@ def test_phf_is_perfect(n):
     assert ((slot >= 0) & (slot < 3 * r)).all()
 
 
+@pytest.mark.parametrize("pattern,ln", [("#########", 7), ("##-###--#", 5), ("#" * 13, 16), ("#" * 13 + "---", 16),
+                                         ("#-" * 12 + "#", 9)])
+def test_pattern_rows_match_pattern_by_pattern(pattern, ln):
+    """pattern_rows' sliding window (patterns up to 32 bases; 32 exactly; longer ones read pattern by
+    pattern) gives each pattern's offset, key and neighborhood as _pattern reads them, N skipped."""
+    care, span = parse_pattern(pattern)
+    rng = np.random.default_rng(len(pattern) + ln)
+    work, var, combo = np.empty((512, 7), np.int64), np.empty(1, np.int64), np.empty(1, np.int64)
+    for L in (span + ln - 1, span + ln, 60, 151, 250):
+        seq = rng.integers(0, 4, L).astype(np.uint8)
+        seq[rng.random(L) < 0.02] = 4
+        for step in (1, 5, 6, 13):
+            ni, npat = Q.pattern_rows(seq, care, span, ln, step, 0, work, var, combo)
+            _, last = Q._patterns(L, span + ln, step)
+            want = [(i, *Q._pattern(seq, i, step, last, care, span, ln)) for i in range(npat)]
+            want = [(i, key, nb, o) for i, o, key, nb in want if o >= 0]
+            assert [tuple(r) for r in work[:ni, :4].tolist()] == want
+
+
 def test_degenerate_enumerates_each_variant_once():
     var = np.empty(Q.n_variants(8, 2), np.int64)
     combo = np.empty(2, np.int64)
