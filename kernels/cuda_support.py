@@ -134,14 +134,15 @@ class _Buffers:
     def __init__(self):
         self.arrays, self.views = [], {}
 
-    def cut(self, specs):
+    def cut(self, specs, thread_major=False):
         """Arrays of the given (shape, dtype) specs, the k-th at the start of buffer k, replacing a
-        buffer that is too small or of another dtype."""
+        buffer that is too small or of another dtype; C-contiguous, or with thread_major the last
+        axis (the threads) outermost in memory (view_strides)."""
         self.arrays.extend([None] * (len(specs) - len(self.arrays)))
         out = []
         for k, (shape, dtype) in enumerate(specs):
             shape, dtype = tuple(int(x) for x in shape), np.dtype(dtype)
-            view = self.views.get((k, shape, dtype))
+            view = self.views.get((k, shape, dtype, thread_major))
             if view is None:
                 size = int(np.prod(shape))
                 buf = self.arrays[k]
@@ -154,22 +155,33 @@ class _Buffers:
                     self.views = {key: v for key, v in self.views.items() if key[0] != k}
                 if len(self.views) >= self.MAX_VIEWS:    # call buffers' shapes vary with each batch
                     self.views.clear()
-                view = self.views[(k, shape, dtype)] = _view(buf, shape, size)
+                view = self.views[(k, shape, dtype, thread_major)] = _view(buf, shape, size, thread_major)
             out.append(view)
         return out
 
 
-def _view(buf, shape, size):
-    """A C-contiguous array of the given shape over the first `size` elements of device array buf,
-    made in one step (slicing and then reshaping builds two)."""
-    if _simulator():
-        return buf[:size].reshape(shape)
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
-    strides, step = [], buf.dtype.itemsize
+def view_strides(shape, itemsize, thread_major=False):
+    """Byte strides of an array of `shape` laid out C-contiguous, or with thread_major its last axis
+    outermost (each index of it a contiguous block of the others, C-ordered)."""
+    if thread_major:
+        inner = view_strides(shape[:-1], itemsize)
+        return inner + (itemsize * int(np.prod(shape[:-1])),)
+    strides, step = [], itemsize
     for n in reversed(shape):
         strides.append(step)
         step *= n
-    return DeviceNDArray(shape, tuple(reversed(strides)), buf.dtype, gpu_data=buf.gpu_data)
+    return tuple(reversed(strides))
+
+
+def _view(buf, shape, size, thread_major=False):
+    """An array of the given shape (layout: view_strides) over the first `size` elements of device
+    array buf, made in one step (slicing and then reshaping builds two). Under the simulator always
+    C-contiguous: the layout changes only the speed."""
+    if _simulator():
+        return buf[:size].reshape(shape)
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    return DeviceNDArray(shape, view_strides(shape, buf.dtype.itemsize, thread_major), buf.dtype,
+                         gpu_data=buf.gpu_data)
 
 
 def thread_scratch(tag, specs, nt, thread_major=False):
@@ -182,14 +194,7 @@ def thread_scratch(tag, specs, nt, thread_major=False):
     gpu = current_gpu()
     _release_at_exit()
     bufs = _SCRATCH.setdefault((tag, gpu), _Buffers())
-    if not thread_major or _simulator():
-        return bufs.cut([(tuple(shape) + (nt,), dtype) for shape, dtype in specs])
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
-    out = []
-    for arr in bufs.cut([((nt,) + tuple(shape), dtype) for shape, dtype in specs]):
-        out.append(DeviceNDArray(arr.shape[1:] + arr.shape[:1], arr.strides[1:] + arr.strides[:1], arr.dtype,
-                                 gpu_data=arr.gpu_data))
-    return out
+    return bufs.cut([(tuple(shape) + (nt,), dtype) for shape, dtype in specs], thread_major)
 
 
 #: call_buffers' buffers by (tag, GPU, thread)

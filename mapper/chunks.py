@@ -9,6 +9,7 @@ the worker reads and parses itself (FileChunk), and its records come back as a p
 scratch directory beside the output, which the writer copies to the output in order. Otherwise
 (gzip or FASTA reads, stdin) the client parses the chunk and sends the arrays.
 """
+import contextlib
 import dataclasses
 import itertools
 import os
@@ -118,7 +119,6 @@ def _on_thread_gpu(pipe):
     """Where a worker's threads share a GPU pipeline: this thread's batches on one GPU of those
     visible (thread k on GPU k mod their number), its context attached (cuda_support.batch_on_gpu),
     as LocalRun's batches side by side run."""
-    import contextlib
     if not (pipe.run_stats.on_gpu and pipe.concurrent):
         return contextlib.nullcontext()
     from pymap.kernels.cuda_support import batch_on_gpu
@@ -176,7 +176,8 @@ class Tally:
         self.notes.extend(n for n in notes if n not in self.notes)
 
     def finish(self):
-        """The run's filter allowance from those its chunks used ("0", "0..1"; None for none)."""
+        """The run's filter allowance from those its chunks used ("0", "0..1", "e" under --all; None
+        for none), as one process reports it (SlackTable.summary)."""
         from pymap.slack import span_text
         self.stats.filter_slack = span_text(self.slack)
 

@@ -327,6 +327,15 @@ def test_a_batch_reads_are_copied_to_the_device_once(where):
     assert run_check("batch_reads_copied", where) == 2
 
 
+def test_scratch_view_strides():
+    """Scratch views: C-contiguous, or thread-major (the threads' axis, last, outermost in memory) as
+    NumPy lays out an array whose first axis is moved last."""
+    from pymap.kernels.cuda_support import view_strides
+    for shape in [(5, 7), (4, 3, 9), (1, 128)]:
+        assert view_strides(shape, 8) == np.empty(shape).strides
+        major = np.moveaxis(np.empty((shape[-1],) + shape[:-1], np.int32), 0, -1)
+        assert view_strides(shape, 4, thread_major=True) == major.strides
+
 def test_device_option_reaches_every_stage_that_has_one(tmp_path):
     """--device sets seeder, filter and extender alike (auto: the GPU when one is usable); a stage
     without a device option (a plugin, the edlib filter) is left alone; an explicit stage option wins."""
