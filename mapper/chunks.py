@@ -14,6 +14,7 @@ import dataclasses
 import itertools
 import os
 import threading
+import time
 
 import numpy as np
 
@@ -185,8 +186,20 @@ class Tally:
 class ChunkedRun:
     """The client's side of a run whose chunks workers map (DaskRun, ProcessRun), beside their own:
     the writer, which takes the records the workers leave as part files in a scratch directory
-    beside the output, and the chunk size. Subclasses set options, paired and reference."""
+    beside the output, and the chunk size; each chunk's result taken in (take). Subclasses set
+    options, paired, reference, tally and t0 (time.perf_counter() at the start)."""
     scratch = None
+    t_first = None              # seconds from t0 to the first chunk's result
+    chunks_done = 0
+
+    def take(self, records, stats, slack, notes):
+        """A chunk's records as the writer takes them (as_records), its counters, allowances and notes
+        tallied."""
+        if self.t_first is None:
+            self.t_first = time.perf_counter() - self.t0
+        self.chunks_done += 1
+        self.tally.add(stats, slack, notes)
+        return as_records(records)
 
     def writer(self, out, header, ref_path):
         """SamWriter, or with options.sort SortedPartsWriter merging the sorted chunks."""
@@ -223,5 +236,4 @@ def thread_cpu():
     if hasattr(resource, "RUSAGE_THREAD"):
         use = resource.getrusage(resource.RUSAGE_THREAD)
         return use.ru_utime, use.ru_stime
-    import time
     return time.thread_time(), 0.0

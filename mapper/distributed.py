@@ -223,7 +223,7 @@ class DaskRun(chunks.ChunkedRun):
     """The Dask counterpart of pymap.api.LocalRun (same interface)."""
 
     def __init__(self, spec, ref_path, options, index_path, paired):
-        self.t0, self.wall0, self.t_first, self.chunks = time.perf_counter(), time.time(), None, 0
+        self.t0, self.wall0 = time.perf_counter(), time.time()
         self.chunk_cpu = (0.0, 0.0)             # summed (user, system) CPU seconds of the chunks' threads
         self.owned, self.scratch, self.how, self.workers = [], None, "", {}
         try:
@@ -314,14 +314,10 @@ class DaskRun(chunks.ChunkedRun):
     def _collect(self, future):
         result, stats, slack, notes, (worker, ready, start, end, cpu) = future.result()
         future.release()
-        self.chunks += 1
-        if self.t_first is None:
-            self.t_first = time.perf_counter() - self.t0
         _, first, last, busy = self.workers.get(worker, (ready, start, end, 0.0))
         self.workers[worker] = (ready, min(first, start), max(last, end), busy + end - start)
         self.chunk_cpu = tuple(a + b for a, b in zip(self.chunk_cpu, cpu))
-        self.tally.add(stats, slack, notes)
-        return chunks.as_records(result)
+        return self.take(result, stats, slack, notes)
 
     def notes(self):
         now = time.perf_counter()
@@ -330,11 +326,11 @@ class DaskRun(chunks.ChunkedRun):
         span = sum(w[2] - w[1] for w in self.workers.values())
         timing = (f"dask: {self.threads} worker threads, cluster ready after {self.t_ready:.2f} s, "
                   f"pipelines ready after {min(ready):.2f}..{max(ready):.2f} s, first chunk back after "
-                  f"{self.t_first or 0:.2f} s, {self.chunks} chunks in {now - self.t0:.2f} s ({self.how}); "
-                  f"a chunk took {busy / max(self.chunks, 1):.2f} s on average, workers busy "
+                  f"{self.t_first or 0:.2f} s, {self.chunks_done} chunks in {now - self.t0:.2f} s ({self.how}); "
+                  f"a chunk took {busy / max(self.chunks_done, 1):.2f} s on average, workers busy "
                   f"{100 * busy / max(span, 1e-9):.0f} % from their first chunk to their last; a chunk's "
-                  f"thread used {self.chunk_cpu[0] / max(self.chunks, 1):.3f} s user and "
-                  f"{self.chunk_cpu[1] / max(self.chunks, 1):.3f} s system CPU")
+                  f"thread used {self.chunk_cpu[0] / max(self.chunks_done, 1):.3f} s user and "
+                  f"{self.chunk_cpu[1] / max(self.chunks_done, 1):.3f} s system CPU")
         return self.tally.notes + [timing]
 
     def close(self):

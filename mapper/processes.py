@@ -144,7 +144,6 @@ class ProcessRun(chunks.ChunkedRun):
         self.stats = self.tally.stats
         self.workers, self.conns, self.ready = [], [], {}
         self.open_conns, self.finished = [], False
-        self.t_first, self.chunks_done = None, 0
         self.n = n = options.processes
         self.reference, opts, index_path = chunks.client_load(ref_path, options, index_path)
         per_worker = dataclasses.replace(opts, processes=1, progress=False, threads=opts.process_threads)
@@ -197,7 +196,8 @@ class ProcessRun(chunks.ChunkedRun):
                 break
             while taken not in done:
                 self._receive(done)
-            yield self._collect(done.pop(taken))
+            records, stats, slack, notes, _ = done.pop(taken)
+            yield self.take(records, stats, slack, notes)
             taken += 1
         self.tally.finish()
         self.finished = True
@@ -226,13 +226,6 @@ class ProcessRun(chunks.ChunkedRun):
                 exc.__cause__ = _RemoteTraceback(f"\n\nin a worker process:\n{text}")
                 raise exc
 
-    def _collect(self, result):
-        records, stats, slack, notes, _ = result
-        if self.t_first is None:
-            self.t_first = time.perf_counter() - self.t0
-        self.chunks_done += 1
-        self.tally.add(stats, slack, notes)
-        return chunks.as_records(records)
 
     def notes(self):
         ready = sorted(t - self.wall0 for t in self.ready.values()) or [0]
