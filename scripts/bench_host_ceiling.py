@@ -12,7 +12,9 @@ from waiting for a core (only the wall time grows).
 
 Work: "compute" (an integer hash loop in registers: clock speed only), "memory" (random 8-byte reads
 from a 1 GiB array per process: DRAM latency and bandwidth), "pymap" (map READS with -t 1, as one
-`--dask local:N` worker maps its chunks: one thread, one batch at a time).
+`--dask local:N` worker maps its chunks: one thread, one batch at a time; --batch-size its reads a
+batch). For pymap a second table gives each stage's seconds (the run's summary keys) alone and
+together: which stage the shared memory system slows.
 """
 import argparse
 import json
@@ -55,12 +57,12 @@ def _memory_kernel():
     return lambda: gather(table, 20_000_000)
 
 
-def _pymap_work(ref, reads):
+def _pymap_work(ref, reads, batch_size):
     from pymap import api
     from pymap.kernels.threads import ahead
     from pymap.options import AlignOptions
     from pymap.sam import make_header
-    opts = AlignOptions(device="cpu", threads=1, batches=1, progress=False).validate()
+    opts = AlignOptions(device="cpu", threads=1, batches=1, batch_size=batch_size, progress=False).validate()
     run = api.LocalRun(ref, opts, None, False)
     header = make_header(run.reference, "bench", None)
 
@@ -68,28 +70,32 @@ def _pymap_work(ref, reads):
         with open(os.devnull, "wb") as out:
             for text in ahead(run.sam_batches(reads, None, header)):
                 out.write(text)
+    once.stages = run.stats.seconds
     return once
 
 
 def child(args):
     work = {"compute": _compute_kernel, "memory": _memory_kernel,
-            "pymap": lambda: _pymap_work(args.ref, args.reads)}[args.child]()
+            "pymap": lambda: _pymap_work(args.ref, args.reads, args.batch_size)}[args.child]()
     work()                                          # warm: compiles or cache loads, first touches
     print("ready", flush=True)
     sys.stdin.readline()                            # all processes start together
+    stages = getattr(work, "stages", {})
+    before = dict(stages)
     times, cpu = [], time.process_time()
     for _ in range(args.repeats):
         t = time.perf_counter()
         work()
         times.append(time.perf_counter() - t)
-    print(json.dumps([times, time.process_time() - cpu]), flush=True)
+    spent = {k: v - before.get(k, 0.0) for k, v in stages.items()}
+    print(json.dumps([times, time.process_time() - cpu, spent]), flush=True)
 
 
 def together(kind, n, args):
-    """Per process: (the seconds of its timed rounds, the CPU seconds it used in them), all n started
-    together."""
+    """Per process: (the seconds of its timed rounds, the CPU seconds it used in them, its stages'
+    seconds in them), all n started together."""
     cmd = [sys.executable, __file__, "--child", kind, "--repeats", str(args.repeats),
-           "--ref", args.ref or "", "--reads", args.reads or ""]
+           "--ref", args.ref or "", "--reads", args.reads or "", "--batch-size", str(args.batch_size)]
     procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(n)]
     for p in procs:
         if p.stdout.readline().strip() != "ready":
@@ -100,7 +106,7 @@ def together(kind, n, args):
     out = [json.loads(p.stdout.readline()) for p in procs]
     for p in procs:
         p.wait()
-    return [(sum(t), c) for t, c in out]
+    return [(sum(t), c, st) for t, c, st in out]
 
 
 def main():
@@ -110,24 +116,36 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--ref")
     ap.add_argument("--reads")
+    ap.add_argument("--batch-size", type=int, default=None, help="pymap's reads a batch (default: pymap's)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         return child(args)
     print("| work | processes | seconds each (mean, max) | efficiency (one alone / mean) | CPU seconds each (mean) |")
     print("| --- | ---: | --- | ---: | ---: |")
+    stage_rows = []
     for kind in args.work.split(","):
         if kind == "pymap" and not (args.ref and args.reads):
             raise SystemExit("bench_host_ceiling: --work pymap needs --ref and --reads")
         alone = None
         for n in (int(x) for x in args.procs.split(",")):
             got = together(kind, n, args)
-            secs = [s for s, _ in got]
-            mean, cpu = sum(secs) / n, sum(c for _, c in got) / n
+            secs = [s for s, _, _ in got]
+            mean, cpu = sum(secs) / n, sum(c for _, c, _ in got) / n
+            if got[0][2]:
+                keys = sorted(got[0][2])
+                stage_rows.append((n, {k: sum(st.get(k, 0.0) for _, _, st in got) / n for k in keys}))
             if n == 1:
                 alone = mean
             eff = f"{alone / mean:.3f}" if alone else ""
             print(f"| {kind} | {n} | {mean:.2f}, {max(secs):.2f} | {eff} | {cpu:.2f} |", flush=True)
+    if stage_rows:
+        keys = list(stage_rows[0][1])
+        print(f"\npymap stages, seconds each (mean over the processes; batch size {args.batch_size or 'default'}):\n")
+        print("| processes | " + " | ".join(keys) + " |")
+        print("| ---: | " + " | ".join("---:" for _ in keys) + " |")
+        for n, row in stage_rows:
+            print(f"| {n} | " + " | ".join(f"{row.get(k, 0.0):.2f}" for k in keys) + " |")
 
 
 if __name__ == "__main__":

@@ -338,8 +338,10 @@ print(f'import numba {t1 - t0:.2f} s, numba.cuda {t2 - t1:.2f} s, context {t3 - 
     ecoli_reads && python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
     lscpu | grep -E "^(CPU\(s\)|Thread|Core|Socket|Model name|CPU max MHz|L3)" | tee "$OUT/lscpu.txt"
     head -n $(( $(wc -l < /tmp/map/r150.fq) / 64 * 4 )) /tmp/map/r150.fq > /tmp/map/part.fq
+    # (CEILING_WORK: which work, default all three; CEILING_FLAGS: more flags, e.g. --batch-size 5000)
     CUDA_VISIBLE_DEVICES= python3 scripts/bench_host_ceiling.py --procs ${CEILING_PROCS:-1,4,8,16} \
-      --ref /tmp/map/ecoli_MG1655.fa --reads /tmp/map/part.fq | tee "$OUT/hostceiling.md" ;;
+      --work ${CEILING_WORK:-compute,memory,pymap} ${CEILING_FLAGS:-} \
+      --ref /tmp/map/ecoli_MG1655.fa --reads /tmp/map/part.fq | tee -a "$OUT/hostceiling.md" ;;
   dask)
     mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
     python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 --seed 3 -o /tmp/map/r150.fq
