@@ -375,20 +375,6 @@ def _u8(a):
     return np.ascontiguousarray(a, dtype=np.uint8)
 
 
-def record_arrays(rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa, rec_mate, rec_tlen,
-                  names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
-                  ctg_names, ctg_name_offsets, ctg_offsets,
-                  h_strand, h_start, h_score, cigar, cigar_offsets, rg):
-    """format_sam's arguments in the dtypes its kernel is compiled for (the same arrays where they
-    already are: no copy)."""
-    return (_i64(rec_read), _i64(rec_flag), _i64(rec_hit), _i64(rec_mapq), _i64(rec_reason), _i64(rec_xs),
-            _i64(rec_sa), _i64(rec_mate), _i64(rec_tlen),
-            _u8(names), _i64(name_offsets), _u8(codes), _u8(rc_codes), _i64(offsets), _u8(quals),
-            _u8(ref_codes), _u8(ctg_names), _i64(ctg_name_offsets), _i64(ctg_offsets),
-            _i64(h_strand), _i64(h_start), _i64(h_score), np.ascontiguousarray(cigar, dtype=np.uint32),
-            _i64(cigar_offsets), _u8(rg))
-
-
 def format_sam(rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa, rec_mate, rec_tlen,
                names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
                ctg_names, ctg_name_offsets, ctg_offsets,
@@ -403,12 +389,13 @@ def format_sam(rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa
     text as uint8.
 
     Integer arguments are normalised to int64 (cigar to uint32, bytes to uint8) so that the kernel
-    is compiled for one signature whatever the caller's dtypes (record_arrays; kernels.sam_cuda
-    formats on a GPU from the same arrays)."""
-    arrays = record_arrays(rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa, rec_mate, rec_tlen,
-                           names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
-                           ctg_names, ctg_name_offsets, ctg_offsets,
-                           h_strand, h_start, h_score, cigar, cigar_offsets, rg)
+    is compiled for one signature whatever the caller's dtypes."""
+    arrays = (_i64(rec_read), _i64(rec_flag), _i64(rec_hit), _i64(rec_mapq), _i64(rec_reason), _i64(rec_xs),
+              _i64(rec_sa), _i64(rec_mate), _i64(rec_tlen),
+              _u8(names), _i64(name_offsets), _u8(codes), _u8(rc_codes), _i64(offsets), _u8(quals),
+              _u8(ref_codes), _u8(ctg_names), _i64(ctg_name_offsets), _i64(ctg_offsets),
+              _i64(h_strand), _i64(h_start), _i64(h_score), np.ascontiguousarray(cigar, dtype=np.uint32),
+              _i64(cigar_offsets), _u8(rg))
     n = arrays[0].shape[0]
     if n == 0:
         return np.empty(0, np.uint8)

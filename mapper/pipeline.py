@@ -1,7 +1,6 @@
 """The mapping pipeline: one batch of reads through seeder, filter, extender, selection and SAM text."""
 import contextlib
 import copy
-import functools
 import dataclasses
 import threading
 import time
@@ -48,7 +47,7 @@ class RunStats:
     rescued_pairs: int = 0
     seconds: dict = field(default_factory=dict)
     filter_slack: str = None   # the allowance the filter ran with ("0", "0..1", "e")
-    on_gpu: tuple = ()         # the stages that ran on a GPU ("seed", "filter", "extend", "sam")
+    on_gpu: tuple = ()         # the stages that ran on a GPU ("seed", "filter", "extend")
 
     def add_time(self, key, dt):
         self.seconds[key] = self.seconds.get(key, 0.0) + dt
@@ -91,7 +90,6 @@ class Pipeline:
         np.cumsum([len(n.encode()) for n in reference.names], out=self.ctg_name_offsets[1:])
         rg = options.read_group_id
         self.rg = np.frombuffer(rg.encode(), dtype=np.uint8).copy() if rg else np.empty(0, np.uint8)
-        self.sam_timing = {}                 # SAM formatted on the GPU: kernel_ms (CUDA events)
 
     @property
     def stats(self):
@@ -443,14 +441,11 @@ class Pipeline:
         # MD strings read the reference under every alignment (decoded anew if trimmed since its extension)
         self.ref.ensure(h.start, h.end)
 
-        fmt = format_sam
-        if "sam" in self.run_stats.on_gpu:
-            from pymap.kernels.sam_cuda import format_sam_cuda
-            fmt = functools.partial(format_sam_cuda, timing=self.sam_timing)
-        text = fmt(rec_read, flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa, rec_mate, rec_tlen,
-                   batch.names, batch.name_offsets, batch.codes, batch.rc_codes, batch.offsets,
-                   batch.quals, self.ref.codes, self.ctg_names, self.ctg_name_offsets, self.ref.offsets,
-                   h.strand, h.start, h.score, rec_cigar, rec_cig_off, self.rg)
+        text = format_sam(rec_read, flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa, rec_mate, rec_tlen,
+                          batch.names, batch.name_offsets, batch.codes, batch.rc_codes, batch.offsets,
+                          batch.quals, self.ref.codes, self.ctg_names, self.ctg_name_offsets,
+                          self.ref.offsets,
+                          h.strand, h.start, h.score, rec_cigar, rec_cig_off, self.rg)
         self._timed("sam", t)
         st.reads += n
         st.mapped += int(mapped.sum())
@@ -649,13 +644,10 @@ class Hits:
 
 
 def gpu_stages(seeder, filt, extender):
-    """The names of the stages set to run on a GPU (device "gpu"; a filter chain: any of its stages);
-    "sam" with the extender: SAM text is formatted where the batch's reads and the reference already
-    are (kernels.sam_cuda)."""
+    """The names of the stages set to run on a GPU (device "gpu"; a filter chain: any of its stages)."""
     def on_gpu(stage):
         return any(getattr(s, "device", None) == "gpu" for s in [stage, *getattr(stage, "stages", ())])
-    names = tuple(name for name, stage in (("seed", seeder), ("filter", filt), ("extend", extender)) if on_gpu(stage))
-    return names + (("sam",) if "extend" in names else ())
+    return tuple(name for name, stage in (("seed", seeder), ("filter", filt), ("extend", extender)) if on_gpu(stage))
 
 
 def interleave(r1, r2):

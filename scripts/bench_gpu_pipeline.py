@@ -4,7 +4,7 @@
 For each device the reads are mapped --repeats times (the first run also pays kernel compiles or
 cache loads; the table shows the fastest later one) with -t THREADS; the SAM records of the two
 devices are compared. Stage seconds are the mapper's own (RunStats); "extend kernel" is the time
-of the affine kernel on the GPU by CUDA events ("seed kernel", "sam kernel" likewise); "cpu s" the process's CPU seconds during the run,
+of the affine kernel on the GPU by CUDA events; "cpu s" the process's CPU seconds during the run,
 all threads (over s: how many cores were busy). Reads per second = reads / mapping seconds (FASTQ
 parsing and SAM formatting included; reference and index loading excluded).
 
@@ -126,8 +126,7 @@ def run_once(ref, reads, device, threads, batch_size, out_path, batches=None, ti
     run.close()
     timing = {f"{stage} kernel s": t.get("kernel_ms", 0.0) / 1000
               for stage, t in (("seed", getattr(run.pipe.seeder, "timing", {})),
-                               ("extend", getattr(run.pipe.extender, "timing", {})),
-                               ("sam", getattr(run.pipe, "sam_timing", {})))}
+                               ("extend", getattr(run.pipe.extender, "timing", {})))}
     return seconds, run.stats, timing, cpu, tl
 
 

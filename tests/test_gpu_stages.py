@@ -213,71 +213,6 @@ def test_minimizer_seeding_cuda_equals_cpu(where):
     assert c["rescued"] > 0 and res["cands"] > 0
 
 
-# ------------------------------------------------------------------------------------- SAM text
-
-def compare_sam(n, with_quals):
-    """kernels.sam_cuda against kernels.sam on n random reads: forward and reverse alignments with
-    clips and indels over reference Ns on two contigs, secondaries, supplementary parts with SA
-    tags, unmapped reads (a reason, or placed at a mapped mate), pairs with RNEXT/PNEXT/TLEN, MC and
-    MQ, a read group; with and without qualities; records longer than a block's shared slot."""
-    from test_sam_kernel import Batch, apply_cigar, random_cigar, revcomp
-    from pymap.kernels.sam import format_sam
-    from pymap.kernels.sam_cuda import STAGE, format_sam_cuda
-    rng = np.random.default_rng(5)
-    contigs = {"chr1": "".join(rng.choice(list("ACGT"), 3000)), "c2": "".join(rng.choice(list("ACGT"), 900))}
-    contigs["c2"] = contigs["c2"][:100] + "NNNNN" + contigs["c2"][105:]
-    reads, plan = [], []
-    for i in range(n):
-        length = 1200 if i % 37 == 5 else int(rng.integers(0, 160)) if i % 50 else 0    # some past STAGE
-        cigar = random_cigar(rng, length) if length else []
-        name = "c2" if i % 3 == 0 and length < 900 else "chr1"
-        span = sum(k for op, k in cigar if op in "MD")
-        pos = int(rng.integers(0, len(contigs[name]) - span))
-        oriented = apply_cigar(rng, contigs[name], pos, cigar)[0] if length else ""
-        strand = int(rng.integers(0, 2))
-        qual = "".join(chr(33 + int(x)) for x in rng.integers(2, 41, len(oriented)))
-        reads.append((f"read{i}/{i % 2 + 1}", revcomp(oriented) if strand else oriented, qual))
-        plan.append((name, pos, cigar, strand))
-    b = Batch(contigs, reads, quals=with_quals)
-    sa = {}
-    for i, (name, pos, cigar, strand) in enumerate(plan):
-        if i % 7 == 3:
-            b.add(i, flag=4, reason=1 + i % 6)
-            continue
-        b.add(i, flag=16 * strand, strand=strand, contig=name, pos=pos, cigar=cigar, score=i % 9,
-              xs=None if i % 4 else i % 5)
-        if i % 5 == 0:                              # a supplementary part, SA tags both ways
-            sa[len(b.records) - 1] = len(b.records)
-            b.add(i, flag=2048 | 16 * (1 - strand), strand=1 - strand, contig=name, pos=pos, cigar=cigar,
-                  mapq=3, score=1)
-        elif i % 5 == 1:                            # a secondary
-            b.add(i, flag=256 | 16 * strand, strand=strand, contig=name, pos=pos, cigar=cigar, mapq=0)
-    args = list(b.arrays(b"grp1"))
-    rec_read = args[0]
-    args[6] = np.full(rec_read.size, -1, np.int64)
-    for a, c in sa.items():
-        args[6][a], args[6][c] = c, a
-    # pairs: read 2p and 2p + 1 are mates; each record points at its mate's first record
-    first = np.searchsorted(rec_read, np.arange(len(reads)))
-    mate = rec_read ^ 1
-    ok = mate < len(reads)
-    args[7] = np.where(ok, first[np.minimum(mate, len(reads) - 1)], -1).astype(np.int64)
-    args[8] = np.where(ok, rng.integers(-500, 500, rec_read.size), 0).astype(np.int64)
-    cpu = bytes(format_sam(*args))
-    gpu = bytes(format_sam_cuda(*args))
-    long = sum(len(line) > STAGE for line in cpu.split(b"\n"))
-    return {"same": cpu == gpu, "records": cpu.count(b"\n"), "n_records": int(rec_read.size), "long": long,
-            "sa": cpu.count(b"\tSA:Z:"), "mc": cpu.count(b"\tMC:Z:"), "yu": cpu.count(b"\tYU:Z:")}
-
-
-@pytest.mark.parametrize("with_quals", [True, False])
-@pytest.mark.parametrize("where", ["simulator", "gpu"])
-def test_sam_cuda_equals_cpu(where, with_quals):
-    res = run_check("compare_sam", where, 120 if where == "simulator" else 20000, with_quals)
-    assert res["same"] and res["records"] == res["n_records"]
-    assert res["sa"] > 0 and res["mc"] > 0 and res["yu"] > 0 and res["long"] > 0
-
-
 # ------------------------------------------------------------------------------------- mapping
 
 def compare_lazy_copies():
@@ -356,7 +291,7 @@ def test_mapping_on_gpu_equals_cpu(where, paired, seeder, lazy, report_all):
     res = run_check("compare_mapping", where, 150 if where == "simulator" else 2000, paired, seeder, lazy,
                     report_all)
     assert res["same"] and res["records"] > 150
-    assert res["on_gpu"] == ["seed", "filter", "extend", "sam"] and res["on_cpu"] == []
+    assert res["on_gpu"] == ["seed", "filter", "extend"] and res["on_cpu"] == []
 
 
 def batch_reads_copied():
