@@ -18,9 +18,14 @@ reader, the mapping or the writer the run waits for.
 pymap's (api.GPU_SWITCH_INTERVAL): how much the batch threads wait for Python's lock in turn.
 --mates R2.fq: pairs (READS holding read 1), --batch-size / 2 pairs a batch as in pymap align; the
 timeline then shows each batch's hits and its pairing apart.
+--gil-probe: a thread that sleeps 1 ms again and again during each run and measures how much longer
+each sleep took, i.e. how long it waited for Python's lock: near 0 when the lock is mostly free, about
+the switch interval or more when some thread holds it nearly all the time (the same probe is run with
+the process idle first, for its baseline).
 """
 import argparse
 import os
+import threading
 import time
 
 import numpy as np
@@ -105,6 +110,28 @@ class Timeline:
         print(f"reader done at {self.parsed[-1]:.3f} s; last write {self.written[-1]:.3f} s")
 
 
+class GilProbe:
+    """Sleeps of 1 ms on a thread of its own, each one's overshoot recorded (see --gil-probe)."""
+
+    def __init__(self):
+        self.waits = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            t = time.perf_counter()
+            time.sleep(0.001)
+            self.waits.append(time.perf_counter() - t - 0.001)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        w = np.array(self.waits) * 1000
+        return f"lock wait after a 1 ms sleep: mean {w.mean():.2f} ms, p90 {np.percentile(w, 90):.2f} ms ({w.size} sleeps)"
+
+
 def run_once(ref, reads, device, threads, batch_size, out_path, batches=None, timeline=False, mates=None):
     opts = AlignOptions(device=device, threads=threads, batch_size=batch_size, batches=batches,
                         progress=False).validate()
@@ -145,9 +172,14 @@ def main():
     ap.add_argument("--timeline", action="store_true", help="print the batches' timeline of each row's last run")
     ap.add_argument("--mates", help="read 2 of pairs (READS holding read 1): the pairs are mapped")
     ap.add_argument("--switch-interval", type=float, help="Python's switch interval for GPU batches (s)")
+    ap.add_argument("--gil-probe", action="store_true", help="measure how long a thread waits for Python's lock")
     args = ap.parse_args()
     if args.switch_interval:
         api.GPU_SWITCH_INTERVAL = args.switch_interval
+    if args.gil_probe:
+        probe = GilProbe()
+        time.sleep(0.5)
+        print(f"# idle process, {probe.stop()}", flush=True)
     rows, outputs = [], {}
     runs = [(d, int(b) if b else None) for d in args.devices.split(",") for b in args.batches.split(",")]
     for device, batches in runs:
@@ -155,10 +187,11 @@ def main():
         best = None
         for k in range(args.repeats):
             path = os.path.join(args.workdir, f"bench_{device}_{batches}.sam")
+            probe = GilProbe() if args.gil_probe else None
             res = run_once(args.ref, args.reads, device, args.threads, args.batch_size, path, batches,
                            timeline=args.timeline and k == args.repeats - 1, mates=args.mates)
             best = res if best is None or res[0] < best[0] else best
-            print(f"# {label}, run {k + 1}: {res[0]:.2f} s", flush=True)
+            print(f"# {label}, run {k + 1}: {res[0]:.2f} s" + (f"; {probe.stop()}" if probe else ""), flush=True)
         if res[4]:
             res[4].report(label)
         outputs[label] = path
