@@ -95,7 +95,9 @@ def together(kind, n, args):
     """Per process: (the seconds of its timed rounds, the CPU seconds it used in them, its stages'
     seconds in them), all n started together."""
     cmd = [sys.executable, __file__, "--child", kind, "--repeats", str(args.repeats),
-           "--ref", args.ref or "", "--reads", args.reads or "", "--batch-size", str(args.batch_size)]
+           "--ref", args.ref or "", "--reads", args.reads or ""]
+    if args.batch_size:
+        cmd += ["--batch-size", str(args.batch_size)]
     procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(n)]
     for p in procs:
         if p.stdout.readline().strip() != "ready":
