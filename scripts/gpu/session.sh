@@ -2,7 +2,7 @@
 # The GPU measurements of BENCHMARKS.md in one device call (the machines are lent for minutes):
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
 #   bash scripts/gpu/session.sh STEP ...   (default: tests bench ncu map)
-#   steps: tests gpustages bench cand scale ncu map gpupipe gpumem gpupairpipe gpupairs abpipe spy spystart gpustart firstcalls batchsweep large multigpu
+#   steps: tests gpustages bench cand scale ncu ncumap map gpupipe gpumem gpupairpipe gpupairs abpipe spy spystart gpustart firstcalls batchsweep large multigpu
 #          twoproc daskgpu procs
 #          cpus ceiling hostceiling dask daskab daskprof output (each is described where the case below handles it)
 # (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
@@ -68,6 +68,24 @@ for step in $steps; do
         python3 scripts/bench_filters.py --pairs 1000000 --tile 8 --lengths 100 --edits 5 --no-cpu --repeat 2 \
         --encode $enc > "$OUT/ncu_$k.txt" 2>&1
       grep -E "Registers Per|Achieved Occupancy|Theoretical Occupancy|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Duration|Block Limit" "$OUT/ncu_$k.txt" | head -20
+    done ;;
+  ncumap)
+    # Nsight Compute on the mapping kernels of a whole `pymap align --device gpu` (NCU_READS reads, default
+    # 400,000, batches of 200,000): the second launch of each of NCU_KERNELS (default the seeding, filter
+    # and extension kernels). Counters need a machine that lets ncu read them (the device tool's
+    # Firecracker machines, with --clock-control none)
+    ecoli_reads && python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
+    NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+    head -n $(( ${NCU_READS:-400000} * 4 )) /tmp/map/r150.fq > /tmp/map/ncu.fq
+    A="python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa /tmp/map/ncu.fq --device gpu -t $(nproc) --no-progress -o /tmp/map/ncu.sam"
+    $A 2>&1 | tail -1
+    for k in ${NCU_KERNELS:-_k_query k_candidates _k_align}; do
+      echo "== $k" | tee -a "$OUT/ncumap.txt"
+      "$NCU" --target-processes all --clock-control none -k "regex:$k" -s 1 -c 1 --section SpeedOfLight \
+        --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+        --section WarpStateStats --section SchedulerStats $A > "$OUT/ncu_$k.txt" 2>&1
+      grep -E "Duration|DRAM Throughput|Compute \(SM\) Throughput|Registers Per|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|No Eligible" \
+        "$OUT/ncu_$k.txt" | tee -a "$OUT/ncumap.txt"
     done ;;
   map)
     mkdir -p /tmp/map && cp .gpu/ecoli_MG1655.fa.gz /tmp/map/ && gunzip -f /tmp/map/ecoli_MG1655.fa.gz
