@@ -3,6 +3,7 @@
 Hand-made SAM + truth check the scoring rules and the MAPQ table; tests that need Mason, bwa or
 /usr/bin/time are skipped when the tool is absent.
 """
+import gzip
 import importlib.util
 import json
 import os
@@ -346,19 +347,45 @@ def test_first_calls_times_every_kernel_load(tmp_path):
 
 def test_bench_gpu_pipeline_rows_runs_and_timeline(tmp_path):
     """scripts/bench_gpu_pipeline.py (here on the CPU): a row per batches-side-by-side setting with its
-    CPU, system and page-fault columns, a line per run, each row's timeline, and the records compared."""
+    CPU, system and page-fault columns, a line per run with its lock probe, each row's timeline, and the
+    records compared."""
     root = os.path.dirname(SCRIPTS)
     shutil.copy(os.path.join(root, "examples", "lambda.fa"), tmp_path / "lambda.fa")
     res = subprocess.run([sys.executable, os.path.join(SCRIPTS, "bench_gpu_pipeline.py"), str(tmp_path / "lambda.fa"),
                           os.path.join(root, "examples", "reads.fq.gz"), "-t", "2", "--devices", "cpu", "--repeats", "2",
-                          "--batches", "1,2", "--batch-size", "500", "--timeline", "--workdir", str(tmp_path)],
+                          "--batches", "1,2", "--batch-size", "500", "--timeline", "--workdir", str(tmp_path),
+                          "--gil-probe"],
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     lines = res.stdout.splitlines()
     assert sum(line.startswith("# cpu, ") and ", run " in line for line in lines) == 4
+    assert any(line.startswith("# idle process, lock wait after a 1 ms sleep: mean") for line in lines)
+    assert sum(", run " in line and "; lock wait after a 1 ms sleep: mean" in line for line in lines) == 4
     assert sum(line.startswith("## timeline, cpu") for line in lines) == 2
     header = next(line for line in lines if line.startswith("| device |"))
     assert "| system s | minor faults |" in header
     rows = [line for line in lines if line.startswith("| cpu, ")]
     assert len(rows) == 2 and all("| 2000 |" in row for row in rows)
     assert "records identical: True" in lines
+
+
+@pytest.mark.parametrize("batch_size", [None, 700])
+def test_bench_host_ceiling_pymap_stage_table(tmp_path, batch_size):
+    """scripts/bench_host_ceiling.py on pymap work: the efficiency row per process count and a table of
+    each stage's seconds alone and together, with pymap's batch size or a given one."""
+    root = os.path.dirname(SCRIPTS)
+    shutil.copy(os.path.join(root, "examples", "lambda.fa"), tmp_path / "lambda.fa")
+    with gzip.open(os.path.join(root, "examples", "reads.fq.gz"), "rt") as fh:
+        (tmp_path / "r.fq").write_text("".join(next(fh) for _ in range(4 * 1500)))
+    args = [sys.executable, os.path.join(SCRIPTS, "bench_host_ceiling.py"), "--procs", "1,2", "--work", "pymap",
+            "--repeats", "1", "--ref", str(tmp_path / "lambda.fa"), "--reads", str(tmp_path / "r.fq")]
+    res = subprocess.run(args + (["--batch-size", str(batch_size)] if batch_size else []),
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    lines = res.stdout.splitlines()
+    assert sum(line.startswith("| pymap | ") for line in lines) == 2
+    assert f"batch size {batch_size or 'default'}" in res.stdout
+    header = next(line for line in lines if line.startswith("| processes | "))
+    assert all(stage in header for stage in ("seed", "filter", "extend", "select", "sam"))
+    rows = [line for line in lines if line.startswith("| 1 | ") or line.startswith("| 2 | ")]
+    assert len(rows) == 2
