@@ -226,7 +226,6 @@ class ProcessRun(chunks.ChunkedRun):
                 exc.__cause__ = _RemoteTraceback(f"\n\nin a worker process:\n{text}")
                 raise exc
 
-
     def notes(self):
         ready = sorted(t - self.wall0 for t in self.ready.values()) or [0]
         n = len(self.gpus or ())
