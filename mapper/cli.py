@@ -216,7 +216,7 @@ def run(args, argv):
     elif args.command == "align" and args.processes > 1:
         from pymap.processes import start_server
         start_server()                      # likewise
-    jitcache.numba_without_scipy()
+    jitcache.prepare_numba()
     if args.command == "count":
         _count(args)
         return 0

@@ -594,3 +594,38 @@ def test_cuda_array_support_loads_without_scipy():
     """)
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
+
+
+def test_cached_kernels_load_without_numba_registries(tmp_path):
+    """After jitcache.prepare_numba a kernel loaded from the cache runs, arrays allocated through Numba's
+    runtime included, without Numba's registries installed (the first run compiles, which installs
+    them); a kernel compiled afterwards in the same process still compiles and runs."""
+    (tmp_path / "kmod.py").write_text(textwrap.dedent("""
+        import numpy as np
+        from numba import njit
+
+        @njit(cache=True, nogil=True)
+        def doubled(n):
+            out = np.empty(n, np.int64)
+            for i in range(n):
+                out[i] = 2 * i
+            return out
+    """))
+    script = textwrap.dedent("""
+        import sys
+        import numpy as np
+        from numba import njit
+        from pymap import jitcache
+        jitcache.prepare_numba()
+        from kmod import doubled
+        assert doubled(5).tolist() == [0, 2, 4, 6, 8]
+        print("registries" if "numba.cpython.mathimpl" in sys.modules else "none")
+        assert njit(lambda x: np.sqrt(x) + 1.0)(4.0) == 3.0
+        assert doubled(3).tolist() == [0, 2, 4]
+    """)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env,
+                           cwd=tmp_path) for _ in range(2)]
+    for res in runs:
+        assert res.returncode == 0, res.stderr[-2000:]
+    assert [res.stdout.strip() for res in runs] == ["registries", "none"]

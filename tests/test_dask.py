@@ -269,13 +269,15 @@ def test_cli_on_a_running_scheduler(tmp_path, capsys):
 
 def _worker_settings():
     """(MALLOC_TRIM_THRESHOLD_, Dask's profiler on, the worker's parent is a forkserver, pymap
-    imported and Numba's registries installed before any task) of the worker process this runs in."""
+    imported and Numba prepared for quick kernel loads before any task) of the worker process this runs in."""
     import sys
     import dask
+    from numba.core import caching
     with open(f"/proc/{os.getppid()}/cmdline", "rb") as fh:
         parent = fh.read()
     return (os.environ.get("MALLOC_TRIM_THRESHOLD_"), dask.config.get("distributed.worker.profile.enabled"),
-            b"forkserver" in parent, "pymap.api" in sys.modules, "numba.cpython.mathimpl" in sys.modules)
+            b"forkserver" in parent, "pymap.api" in sys.modules,
+            getattr(caching.Cache.load_overload, "pymap_quick", False))
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/cmdline"), reason="reads the parent's command line in /proc")
