@@ -36,27 +36,63 @@ def cuda_available():
             return False
 
 
-def warm_up():
-    """The start of a GPU run that needs no reads, done before the first batch: each GPU's context, and
-    Numba's CUDA typing and lowering registries, which its first kernel load installs by importing
-    some forty modules (its array support without SciPy, as for the CPU: jitcache.numba_without_scipy).
-    Left to the first batch, that load ran with the other batches' threads waiting on it and taking
-    Python's lock in turn (py-spy, 12 side by side: about 1 s). On a thread of its own
-    beside the reference's load it held Numba's compiler lock that the CPU kernels' loads wait for,
-    and runs on a few reads were slower (BENCHMARKS.md). Nothing under the simulator."""
-    if _simulator() or not cuda_available():
+def start_contexts():
+    """Make each GPU's context on a thread of its own (started once; warm_up waits for it). The driver's
+    start (cuInit and the primary contexts, 0.35 s measured) waits on the driver, not on Python's lock,
+    so it overlaps the reference's and index's loading and the stages' set-up. Nothing under the
+    simulator."""
+    with _DRIVER_LOCK:
+        if _CONTEXTS or _simulator():
+            return
+        _CONTEXTS.append(_POOL.submit(_make_contexts))
+
+
+def _make_contexts():
+    if not cuda_available():
         return
     for gpu in cuda.gpus:
         with gpu:
             cuda.current_context()
-    from numba.cuda.core.compiler_lock import global_compiler_lock
-    from numba.cuda.descriptor import cuda_target
 
-    from pymap.jitcache import numba_without_scipy
-    with global_compiler_lock:
-        numba_without_scipy("numba.cuda.np.arraymath")
-        cuda_target.typing_context.refresh()
-        cuda_target.target_context.refresh()
+
+_CONTEXTS = []
+_POOL = ThreadPoolExecutor(1, thread_name_prefix="pymap-cuda-start")
+
+
+def warm_up():
+    """The start of a GPU run that needs no reads, done before the first batch: each GPU's context
+    (start_contexts, waited for here). Numba's CUDA registries are not installed: kernels load from
+    the cache without them (_load_without_refresh)."""
+    start_contexts()
+    if _CONTEXTS:
+        _CONTEXTS[0].result()
+
+
+def _load_without_refresh():
+    """CUDA kernels loaded from Numba's cache without refreshing the CUDA target context first, as
+    pymap.jitcache.load_without_refresh does for the CPU. Numba-cuda refreshes it before every load;
+    the first refresh imports some forty modules and installs the CUDA typing and lowering registries
+    (0.2-0.3 s of a GPU run's start, BENCHMARKS.md). Loading a kernel's PTX or cubin and launching it
+    needs none of them; compiling refreshes the context itself. A numba-cuda without these methods is
+    left alone."""
+    try:
+        from numba.cuda.core import caching
+    except ImportError:
+        return
+    numba_load = getattr(caching.Cache, "load_overload", None)
+    if numba_load is None or getattr(numba_load, "pymap_quick", False) or not all(
+            hasattr(caching.Cache, name) for name in ("_load_overload", "_guard_against_spurious_io_errors")):
+        return
+
+    def load_overload(self, sig, target_context):
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+
+    load_overload.pymap_quick = True
+    caching.Cache.load_overload = load_overload
+
+
+_load_without_refresh()
 
 
 def current_gpu():

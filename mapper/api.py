@@ -160,6 +160,9 @@ def with_device(kind, spec, opts, device):
 def make_pipeline(ref_path, options, index_path=None, paired=False):
     options.validate()
     set_threads(options.threads)
+    if options.device == "gpu":
+        from pymap.kernels.cuda_support import start_contexts
+        start_contexts()        # the driver's start overlaps the loading below (warm_up waits for it)
     reference = open_reference(ref_path, options.seeder, index_path)
     options.seeder = options.seeder or default_seeder(int(reference.codes.shape[0]))
     seeder_opts = dict(options.seeder_opts)

@@ -29,14 +29,13 @@ def configure():
         sys.modules["numba"].config.CACHE_DIR = path
 
 
-def numba_without_scipy(module="numba.np.arraymath"):
-    """Load one of Numba's array-support modules (the CPU's by default; the CUDA target's is
-    numba.cuda.np.arraymath) with SciPy's BLAS module hidden. Numba imports scipy.linalg there only to
-    learn whether np.correlate/np.convolve may call BLAS (0.2-0.25 s, most of it SciPy importing
-    numpy.f2py); pymap's kernels use neither. None in sys.modules makes that one import fail at once
-    (Numba then uses its own loop there); np.dot and np.linalg still import SciPy when a kernel needs
-    them."""
-    blas = "scipy.linalg.cython_blas"
+def numba_without_scipy():
+    """Load Numba's array support (numba.np.arraymath) with SciPy's BLAS module hidden. Numba imports
+    scipy.linalg there only to learn whether np.correlate/np.convolve may call BLAS (0.2-0.25 s, most
+    of it SciPy importing numpy.f2py); pymap's kernels use neither. None in sys.modules makes that one
+    import fail at once (Numba then uses its own loop there); np.dot and np.linalg still import SciPy
+    when a kernel needs them."""
+    blas, module = "scipy.linalg.cython_blas", "numba.np.arraymath"
     if blas in sys.modules or module in sys.modules:
         return
     sys.modules[blas] = None

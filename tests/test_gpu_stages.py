@@ -391,6 +391,30 @@ def test_gpu_start_up_done_before_the_first_batch():
     assert run_check("start_up_calls", "simulator") == [0, 1]
 
 
+def test_cuda_kernels_load_without_numba_registries(tmp_path):
+    """On a real GPU, with pymap's CUDA support imported, a kernel loaded from the cache runs without
+    Numba's CUDA registries installed (the first run compiles, which installs them)."""
+    from pymap.kernels.cuda_support import cuda_available
+    if not cuda_available():
+        pytest.skip("no CUDA GPU here (the cache is not used under the simulator)")
+    (tmp_path / "kmod.py").write_text("from numba import cuda\n\n\n"
+                                      "@cuda.jit(cache=True)\n"
+                                      "def add_one(x):\n"
+                                      "    i = cuda.grid(1)\n"
+                                      "    if i < x.size:\n"
+                                      "        x[i] += 1\n")
+    script = ("import sys\nimport numpy as np\nfrom pymap.kernels.cuda_support import cuda\nfrom kmod import add_one\n"
+              "x = cuda.to_device(np.arange(40))\nadd_one[2, 32](x)\n"
+              "assert x.copy_to_host().tolist() == list(range(1, 41))\n"
+              "print('registries' if 'numba.cuda.printimpl' in sys.modules else 'none')\n")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]), NUMBA_ENABLE_CUDASIM="0")
+    runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env,
+                           cwd=tmp_path) for _ in range(2)]
+    for res in runs:
+        assert res.returncode == 0, res.stderr[-3000:]
+    assert [res.stdout.strip() for res in runs] == ["registries", "none"]
+
+
 def resident_from_threads():
     """cuda_support.resident asked for one array by many threads at once: one copy, the same device
     array for all; a copy that fails raises in its thread and leaves no entry behind."""
