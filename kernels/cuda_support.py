@@ -69,27 +69,17 @@ def warm_up():
 
 
 def _load_without_refresh():
-    """CUDA kernels loaded from Numba's cache without refreshing the CUDA target context first, as
-    pymap.jitcache.load_without_refresh does for the CPU. Numba-cuda refreshes it before every load;
-    the first refresh imports some forty modules and installs the CUDA typing and lowering registries
+    """CUDA kernels loaded from Numba's cache without refreshing the CUDA target context first
+    (pymap.jitcache.skip_refresh, as for the CPU). Numba-cuda refreshes it before every load; the
+    first refresh imports some forty modules and installs the CUDA typing and lowering registries
     (0.2-0.3 s of a GPU run's start, BENCHMARKS.md). Loading a kernel's PTX or cubin and launching it
-    needs none of them; compiling refreshes the context itself. A numba-cuda without these methods is
-    left alone."""
+    needs none of them; compiling refreshes the context itself."""
     try:
         from numba.cuda.core import caching
-    except ImportError:
+    except ImportError:        # a numba-cuda laid out otherwise loads as it does
         return
-    numba_load = getattr(caching.Cache, "load_overload", None)
-    if numba_load is None or getattr(numba_load, "pymap_quick", False) or not all(
-            hasattr(caching.Cache, name) for name in ("_load_overload", "_guard_against_spurious_io_errors")):
-        return
-
-    def load_overload(self, sig, target_context):
-        with self._guard_against_spurious_io_errors():
-            return self._load_overload(sig, target_context)
-
-    load_overload.pymap_quick = True
-    caching.Cache.load_overload = load_overload
+    from pymap.jitcache import skip_refresh
+    skip_refresh(caching.Cache)
 
 
 _load_without_refresh()

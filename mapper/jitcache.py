@@ -59,24 +59,38 @@ def load_without_refresh():
     and installs some 250 typing and lowering registries, 0.15-0.2 s of a run that loads all its
     kernels from the cache (a whole run of 29,000 pairs takes 1.1-1.3 s). Loading machine code needs
     none of them, only Numba's runtime (NRT) linked in, which this does; compiling needs them, and
-    Numba's compiler refreshes both contexts itself before it starts. Other targets (CUDA) load as
-    Numba does; a Numba without these methods is left alone."""
+    Numba's compiler refreshes both contexts itself before it starts. Other targets load as Numba
+    does (CUDA: pymap.kernels.cuda_support)."""
     from numba.core import caching, cpu
     from numba.core.runtime import nrt
-    numba_load = caching.Cache.load_overload
+
+    def cpu_only(target_context):
+        if not isinstance(target_context, cpu.CPUContext):
+            return False
+        nrt.rtsys.initialize(target_context)
+        return True
+
+    skip_refresh(caching.Cache, cpu_only)
+
+
+def skip_refresh(cache_cls, ready=None):
+    """Replace cache_cls.load_overload (Numba's, or numba-cuda's) by the same load without its
+    refresh of the target context, for the contexts that ready(target_context) makes ready and
+    accepts (all when None); the others load as before. A class without the methods this relies on
+    is left alone."""
+    numba_load = cache_cls.load_overload
     if getattr(numba_load, "pymap_quick", False) or not all(
-            hasattr(caching.Cache, name) for name in ("_load_overload", "_guard_against_spurious_io_errors")):
+            hasattr(cache_cls, name) for name in ("_load_overload", "_guard_against_spurious_io_errors")):
         return
 
     def load_overload(self, sig, target_context):
-        if not isinstance(target_context, cpu.CPUContext):
+        if ready is not None and not ready(target_context):
             return numba_load(self, sig, target_context)
-        nrt.rtsys.initialize(target_context)
         with self._guard_against_spurious_io_errors():
             return self._load_overload(sig, target_context)
 
     load_overload.pymap_quick = True
-    caching.Cache.load_overload = load_overload
+    cache_cls.load_overload = load_overload
 
 
 def warm_numba():
