@@ -22,14 +22,20 @@ class InsertModel:
     std: float
     low: int
     high: int
-    pairs: int = 0       # pairs the model was learned from (0: given)
+    pairs: int = 0           # pairs the model was learned from (0: given, or the fallback)
+    fallback: bool = False   # DEFAULT: too few pairs to learn from
 
     def describe(self):
-        how = f"learned from {self.pairs} pairs" if self.pairs else "given"
+        if self.pairs:
+            how = f"learned from {self.pairs} pairs"
+        elif self.fallback:
+            how = f"default: fewer than {MIN_SAMPLE} confident pairs to learn from"
+        else:
+            how = "given"
         return f"insert size {self.mean:.1f} +- {self.std:.1f}, proper within [{self.low}, {self.high}] ({how})"
 
 
-DEFAULT = InsertModel(500.0, 150.0, 1, 1100)
+DEFAULT = InsertModel(500.0, 150.0, 1, 1100, fallback=True)
 
 
 def parse(text):

@@ -170,6 +170,8 @@ def test_insert_size_model(data, tmp_path, capsys):
     m = insert.learn(np.random.default_rng(1).normal(300, 30, 5000).astype(int))
     assert abs(m.mean - 300) < 3 and abs(m.std - 30) < 3 and m.low < 200 and m.high > 400
     assert insert.learn([300] * 5) == insert.DEFAULT
+    assert insert.learn([300] * 5).describe().endswith("(default: fewer than 20 confident pairs to learn from)")
+    assert insert.parse("500,150").describe().endswith("(given)") and "learned from" in m.describe()
     g = insert.parse("250,25")
     assert (g.mean, g.std, g.low, g.high) == (250, 25, 150, 350)
     assert (insert.parse("250,25,400,100").low, insert.parse("250,25,400,100").high) == (100, 400)
