@@ -1,6 +1,6 @@
 """Imported by the server process that forks local Dask workers (pymap.distributed._fork_workers):
 Numba is prepared there once (jitcache.warm_numba: quick cache loads, the FASTQ scanner loaded), and
-every worker forked from it starts so."""
+every worker forked from it starts with both."""
 from pymap import jitcache
 
 jitcache.warm_numba()

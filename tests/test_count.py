@@ -607,7 +607,8 @@ def test_cached_kernels_load_without_numba_registries(tmp_path):
         assert njit(lambda x: np.sqrt(x) + 1.0)(4.0) == 3.0
         assert doubled(3).tolist() == [0, 2, 4]
     """)
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": path}
     runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env,
                            cwd=tmp_path) for _ in range(2)]
     for res in runs:

@@ -407,7 +407,8 @@ def test_cuda_kernels_load_without_numba_registries(tmp_path):
               "x = cuda.to_device(np.arange(40))\nadd_one[2, 32](x)\n"
               "assert x.copy_to_host().tolist() == list(range(1, 41))\n"
               "print('registries' if 'numba.cuda.printimpl' in sys.modules else 'none')\n")
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]), NUMBA_ENABLE_CUDASIM="0")
+    path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=path, NUMBA_ENABLE_CUDASIM="0")
     runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env,
                            cwd=tmp_path) for _ in range(2)]
     for res in runs:
