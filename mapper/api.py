@@ -18,7 +18,7 @@ from pymap.pipeline import Pipeline, gpu_stages
 from pymap.reads import read_batches
 from pymap.reference import from_index, load_reference
 
-# as the CLI does: kernels load without SciPy (0.25 s) or Numba's registries (0.15-0.2 s), for API users too
+# as the CLI does: kernels load without SciPy (0.25 s) or Numba's registries (about 0.15 s), for API users too
 jitcache.prepare_numba()
 
 

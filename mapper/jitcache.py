@@ -56,7 +56,7 @@ def load_without_refresh():
     """Load CPU kernels from Numba's cache without refreshing its target context first.
 
     Numba's Cache.load_overload refreshes the context before every load; the first refresh imports
-    and installs some 250 typing and lowering registries, 0.15-0.2 s of a run that loads all its
+    and installs some 250 typing and lowering registries, about 0.15 s of a run that loads all its
     kernels from the cache (a whole run of 29,000 pairs takes 1.1-1.3 s). Loading machine code needs
     none of them, only Numba's runtime (NRT) linked in, which this does; compiling needs them, and
     Numba's compiler refreshes both contexts itself before it starts. Other targets load as Numba
