@@ -129,7 +129,8 @@ class GilProbe:
         self._stop.set()
         self._thread.join()
         w = np.array(self.waits) * 1000
-        return f"lock wait after a 1 ms sleep: mean {w.mean():.2f} ms, p90 {np.percentile(w, 90):.2f} ms ({w.size} sleeps)"
+        return (f"lock wait after a 1 ms sleep: mean {w.mean():.2f} ms, p90 {np.percentile(w, 90):.2f} ms "
+                f"({w.size} sleeps)")
 
 
 def run_once(ref, reads, device, threads, batch_size, out_path, batches=None, timeline=False, mates=None):

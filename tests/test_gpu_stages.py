@@ -336,6 +336,7 @@ def test_scratch_view_strides():
         major = np.moveaxis(np.empty((shape[-1],) + shape[:-1], np.int32), 0, -1)
         assert view_strides(shape, 4, thread_major=True) == major.strides
 
+
 def test_device_option_reaches_every_stage_that_has_one(tmp_path):
     """--device sets seeder, filter and extender alike (auto: the GPU when one is usable); a stage
     without a device option (a plugin, the edlib filter) is left alone; an explicit stage option wins."""

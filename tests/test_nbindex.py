@@ -202,7 +202,7 @@ def test_phf_is_perfect(n):
 
 
 @pytest.mark.parametrize("pattern,ln", [("#########", 7), ("##-###--#", 5), ("#" * 13, 16), ("#" * 13 + "---", 16),
-                                         ("#-" * 12 + "#", 9)])
+                                        ("#-" * 12 + "#", 9)])
 def test_pattern_rows_match_pattern_by_pattern(pattern, ln):
     """pattern_rows' sliding window (patterns up to 32 bases; 32 exactly; longer ones read pattern by
     pattern) gives each pattern's offset, key and neighborhood as _pattern reads them, N skipped."""
