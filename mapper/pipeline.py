@@ -426,7 +426,8 @@ class Pipeline:
             flag |= 1 | np.where(rec_read % 2 == 0, 64, 128)
             flag[proper[rec_read // 2] & mapped[rec_read] & mapped[mate]] |= 2
             flag[mate_hit < 0] |= 8
-            flag[(mate_hit >= 0) & (h.strand[np.maximum(mate_hit, 0)] == 1)] |= 32
+            mate_placed = np.flatnonzero(mate_hit >= 0)
+            flag[mate_placed[h.strand[mate_hit[mate_placed]] == 1]] |= 32
             # TLEN of primary records of mates on one contig: + for the leftmost, - for the other
             both = (rank == 0) & aligned & (mate_hit >= 0)
             idx = np.flatnonzero(both)

@@ -185,6 +185,29 @@ def test_insert_size_model(data, tmp_path, capsys):
     assert "insert size" in capsys.readouterr().err
 
 
+def test_batches_without_a_hit_are_written_unmapped(data, tmp_path):
+    """Pairs of which no read has a hit (all N, or from another genome) fill whole batches here:
+    every read unmapped, flags 77 / 141, the same records whatever the batch size."""
+    ref, r1, r2, _, _ = data
+    rng = np.random.default_rng(5)
+    lines1, lines2 = open(r1).readlines(), open(r2).readlines()
+    none = [("n0", "N" * 100, "N" * 100), ("f1", rand_seq(rng, 100), rand_seq(rng, 100))]
+    for k, mates in ((1, lines1), (2, lines2)):
+        with open(tmp_path / f"m{k}.fq", "w") as fh:
+            fh.writelines(mates[:4])
+            fh.writelines(f"@{name}/{k}\n{seqs[k - 1]}\n+\n{'I' * 100}\n" for name, *seqs in none)
+            fh.writelines(mates[4:8])
+    m1, m2 = tmp_path / "m1.fq", tmp_path / "m2.fq"
+    _, one = run(ref, m1, m2, tmp_path / "one.sam", batch_size=1)
+    _, whole = run(ref, m1, m2, tmp_path / "whole.sam")
+    body = lambda t: [l for l in t.splitlines() if not l.startswith("@PG")]   # noqa: E731
+    assert body(one) == body(whole)
+    flags = {(r[0], int(r[1])) for r in records(one) if r[0] in ("n0", "f1")}
+    assert flags == {("n0", 77), ("n0", 141), ("f1", 77), ("f1", 141)}
+    _, alone = run(ref, tmp_path / "m1.fq", tmp_path / "m2.fq", tmp_path / "alone.sam", batch_size=1, threads=2)
+    assert body(alone) == body(whole)
+
+
 def test_mismatched_mates_are_one_error_and_no_output(data, tmp_path, capsys):
     ref, r1, r2, _, _ = data
     short = tmp_path / "short.fq"
