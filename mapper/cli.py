@@ -4,6 +4,7 @@ import contextlib
 import gc
 import os
 import shlex
+import signal
 import sys
 
 from pymap import __version__, insert, jitcache, outfile, plugins
@@ -267,12 +268,23 @@ def run(args, argv):
     return 0
 
 
+class Terminated(BaseException):
+    """SIGTERM (kill, timeout, a batch scheduler ending the job), raised in the main thread so that the
+    run stops as on Ctrl-C: partial output removed, workers stopped."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
 def main(argv=None):
     """Run a pymap command; argv: its arguments (default: the process's own, when pymap is the program).
     Returns the exit status."""
     program = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
+    if program:
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         args = build_parser().parse_args(argv)
         if not args.command:
@@ -311,6 +323,9 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("pymap: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("pymap: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except MemoryError:
         print("pymap: error: out of memory (try a smaller --batch-size)", file=sys.stderr)
         return 1

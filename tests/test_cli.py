@@ -139,18 +139,41 @@ def test_broken_pipe_is_quiet(ref):
     assert b"Traceback" not in res.stderr and b"error" not in res.stderr
 
 
-def test_interrupt_leaves_no_partial_index(tmp_path):
+@pytest.mark.parametrize("sig, code, said", [(signal.SIGINT, 130, b"interrupted"), (signal.SIGTERM, 143, b"terminated")])
+def test_interrupt_leaves_no_partial_index(tmp_path, sig, code, said):
     big = tmp_path / "big.fa"
     import numpy as np
     rng = np.random.default_rng(0)
     big.write_text(">big\n" + "".join(rng.choice(list("ACGT"), 3_000_000)) + "\n")
     proc = subprocess.Popen([sys.executable, "-m", "pymap.cli", "index", str(big)], stderr=subprocess.PIPE)
     time.sleep(4)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     leftovers = [p for p in os.listdir(tmp_path) if p != "big.fa"]
     if proc.returncode == 0:  # finished before the signal: the index must then be whole
         assert leftovers == ["big.fa.pymap.idx"]
     else:
-        assert proc.returncode == 130 and b"interrupted" in err and b"Traceback" not in err
+        assert proc.returncode == code and said in err and b"Traceback" not in err
         assert leftovers == []
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_stopped_align_leaves_no_partial_output(ref, tmp_path, sig, code):
+    """A run stopped while its sorted BAM is being written (reads still coming on stdin) removes its
+    partial files: the output, its index and the sort's temporary."""
+    out = tmp_path / "out" / "x.bam"
+    out.parent.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "pymap.cli", "align", str(ref), "-", "-o", str(out), "--sort",
+                             "--no-progress", "--batch-size", "100"], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdin.write(open(EX_READS, "rb").read())
+    proc.stdin.flush()
+    deadline = time.time() + 120
+    while not os.listdir(out.parent) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert os.listdir(out.parent), "no partial output appeared"
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    proc.stdin.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == code and b"Traceback" not in err, err
+    assert os.listdir(out.parent) == []
