@@ -79,7 +79,7 @@ def build_parser():
     p.add_argument("reads", help="FASTQ or FASTA, plain or gzip; - for stdin (read 1 of pairs)")
     p.add_argument("mates", nargs="?", help="read 2 of each pair (paired-end), in the order of READS")
     p.add_argument("-p", "--interleaved", action="store_true", help="READS holds pairs, mates in turn")
-    p.add_argument("-I", dest="insert_size", metavar="MEAN,STD[,MAX[,MIN]]",
+    p.add_argument("-I", dest="insert_size", metavar="MEAN[,STD[,MAX[,MIN]]]",
                    help="insert-size model of pairs (default: learned from the first 10,000 pairs)")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="output by extension: .sam, .sam.gz (BGZF), .bam, .cram (default: SAM on stdout)")

@@ -39,13 +39,16 @@ DEFAULT = InsertModel(500.0, 150.0, 1, 1100, fallback=True)
 
 
 def parse(text):
-    """-I mean,std[,max[,min]] as bwa mem takes it."""
+    """-I mean[,std[,max[,min]]] as bwa mem takes it: std 10 % of the mean when not given, max and min
+    4 std from the mean."""
     try:
         parts = [float(x) for x in text.split(",")]
     except ValueError:
-        raise UsageError(f"-I takes mean,std[,max[,min]], got {text!r}") from None
+        raise UsageError(f"-I takes mean[,std[,max[,min]]], got {text!r}") from None
+    if len(parts) == 1 and parts[0] > 0:
+        parts.append(parts[0] / 10)
     if not 2 <= len(parts) <= 4 or parts[0] <= 0 or parts[1] <= 0:
-        raise UsageError(f"-I takes mean,std[,max[,min]] with mean and std > 0, got {text!r}")
+        raise UsageError(f"-I takes mean[,std[,max[,min]]] with mean and std > 0, got {text!r}")
     mean, std = parts[0], parts[1]
     high = int(parts[2]) if len(parts) > 2 else int(mean + 4 * std + 0.5)
     low = int(parts[3]) if len(parts) > 3 else max(1, int(mean - 4 * std + 0.5))

@@ -118,7 +118,7 @@ class AlignOptions:
             raise UsageError("--min-length must be >= 1 and <= --max-length")
         if self.read_group is not None:
             rg = self.read_group.replace("\\t", "\t")
-            if not rg.startswith("@RG\t") or "\tID:" not in rg:
+            if not rg.startswith("@RG\t") or "\tID:" not in rg or "\n" in rg or "\r" in rg:
                 raise UsageError(r"-R must be a read group header line like '@RG\tID:sample1\tSM:x'")
             self.read_group = rg
         if self.level is not None and not (0 <= self.level <= 9):

@@ -48,6 +48,8 @@ def make_header(reference, command_line, read_group=None, sort=False, ref_uri=No
     """A pysam.AlignmentHeader with @HD, every @SQ (with UR when ref_uri is given: CRAM), @RG (when
     given) and @PG."""
     uri = {"UR": ref_uri} if ref_uri else {}
+    # a header field holds no tab or newline: escaped as typed (-R '@RG\tID:x' given with real tabs)
+    command_line = command_line.replace("\t", "\\t").replace("\n", "\\n")
     header = {
         "HD": {"VN": "1.6", "SO": "coordinate" if sort else "unsorted"},
         "SQ": [{"SN": n, "LN": int(l), **uri} for n, l in zip(reference.names, reference.lengths)],

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import pysam
 import pytest
 
 EX_REF = "examples/lambda.fa"
@@ -54,6 +55,7 @@ def test_version_and_help():
     (["--extender", "nosuch"], ["unknown extender"]),
     (["--filter-opt", "bogus"], ["key=value"]),
     (["-R", "ID:x"], ["read group"]),
+    (["-R", "@RG\\tID:x\nSM:y"], ["read group"]),
     (["--batch-size", "0"], ["batch-size"]),
     (["--batches", "0"], ["batches", "1..64"]),
     (["--filter-slack", "-1"], ["filter-slack", ">= 0"]),
@@ -61,6 +63,16 @@ def test_version_and_help():
 ])
 def test_bad_options(ref, args, words):
     assert_error(pymap("align", ref, EX_READS, *args), 2, *words)
+
+
+def test_read_group_with_real_tabs(ref, tmp_path):
+    """-R given with real tabs rather than \\t: the same @RG, and the @PG command line escapes them."""
+    res = pymap("align", ref, EX_READS, "-R", "@RG\tID:x\tSM:y", "-o", tmp_path / "o.sam")
+    assert res.returncode == 0, res.stderr
+    header = pysam.AlignmentFile(str(tmp_path / "o.sam")).header.to_dict()
+    assert header["RG"] == [{"ID": "x", "SM": "y"}]
+    assert len(header["PG"]) == 1
+    assert header["PG"][0]["CL"].endswith("-R '@RG\\tID:x\\tSM:y' -o " + str(tmp_path / "o.sam"))
 
 
 def test_missing_files(ref, tmp_path):
@@ -139,7 +151,8 @@ def test_broken_pipe_is_quiet(ref):
     assert b"Traceback" not in res.stderr and b"error" not in res.stderr
 
 
-@pytest.mark.parametrize("sig, code, said", [(signal.SIGINT, 130, b"interrupted"), (signal.SIGTERM, 143, b"terminated")])
+@pytest.mark.parametrize("sig, code, said", [(signal.SIGINT, 130, b"interrupted"),
+                                             (signal.SIGTERM, 143, b"terminated")])
 def test_interrupt_leaves_no_partial_index(tmp_path, sig, code, said):
     big = tmp_path / "big.fa"
     import numpy as np

@@ -175,7 +175,9 @@ def test_insert_size_model(data, tmp_path, capsys):
     g = insert.parse("250,25")
     assert (g.mean, g.std, g.low, g.high) == (250, 25, 150, 350)
     assert (insert.parse("250,25,400,100").low, insert.parse("250,25,400,100").high) == (100, 400)
-    for bad in ("x", "250", "0,5", "250,25,10,100"):
+    short = insert.parse("250")                 # bwa mem's short form: std 10 % of the mean
+    assert (short.mean, short.std, short.low, short.high) == (250, 25, 150, 350)
+    for bad in ("x", "0", "0,5", "250,25,10,100", "250,25,400,100,7"):
         with pytest.raises(UsageError):
             insert.parse(bad)
     # a model that excludes the real inserts: no proper pairs
