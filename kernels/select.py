@@ -36,16 +36,63 @@ def mapq_from_scores(best, n_best, sub, has_sub, floor, unit):
 
 
 @njit(cache=True, nogil=True)
-def select_hits(h_read, h_strand, h_start, h_score, n_reads, read_span, read_floor, unit, global_first, seed):
-    """Hits sorted by (read, strand, start), h_score larger is better. Per read: the best score,
-    how many hits share it, the second-best score, MAPQ and the primary hit.
+def _same_part(h_qbeg, h_qend, k, p):
+    """Do hits k and p cover mostly the same part of the read: their read intervals overlapping by
+    more than half of the shorter (bwa-mem's rule; else one is the other part of a chimeric read)?"""
+    overlap = min(h_qend[k], h_qend[p]) - max(h_qbeg[k], h_qbeg[p])
+    return 2 * overlap > min(h_qend[k] - h_qbeg[k], h_qend[p] - h_qbeg[p])
 
-    Hits of one read and strand whose starts lie within read_span of a better (or equal, earlier)
+
+@njit(cache=True, nogil=True)
+def _rivals(h_score, keep, shadow, h_qbeg, h_qend, lo, hi, p):
+    """(best score, how many kept hits share it, second-best score, whether there is one) over the
+    kept hits lo..hi-1, or only those covering the same part of the read as hit p (p >= 0). A kept
+    hit's shadow (a score merged into it from another start) counts as a runner-up."""
+    nolow = np.iinfo(np.int64).min
+    b = np.int64(0)
+    nb = 0
+    s = np.int64(0)
+    hs = False
+    for k in range(lo, hi):
+        if not keep[k] or (p >= 0 and not _same_part(h_qbeg, h_qend, k, p)):
+            continue
+        d = np.int64(h_score[k])
+        if nb == 0 or d > b:
+            if nb > 0 and (not hs or b > s):
+                s = b
+                hs = True
+            b = d
+            nb = 1
+        elif d == b:
+            nb += 1
+        elif not hs or d > s:
+            s = d
+            hs = True
+        if shadow[k] != nolow and (not hs or shadow[k] > s):
+            s = shadow[k]
+            hs = True
+    if nb > 1:
+        s = b
+        hs = True
+    return b, nb, s, hs
+
+
+@njit(cache=True, nogil=True)
+def select_hits(h_read, h_strand, h_start, h_score, h_qbeg, h_qend, n_reads, read_len, read_maxe, match, unit,
+                global_first, seed):
+    """Hits sorted by (read, strand, start), h_score larger is better, [h_qbeg, h_qend) the part of
+    the read each aligns; per read its length and most edits; match, unit: the score of a match
+    and the cost of an edit. Per read: the best score, how many hits share it, the second-best
+    score, MAPQ and the primary hit.
+
+    Hits of one read and strand whose starts lie within read_maxe of a better (or equal, earlier)
     one are the same locus and are merged: keep[k] is False for the merged-away ones. Returns
     (best, n_best, sub, has_sub, mapq, primary, keep, shadow); primary[r] = -1 for a read without
     hits, else one of its n_best equal bests, chosen by a hash of (seed, read number); shadow[k] of
     a kept hit: the best score merged into it from another start (int64 min: none), which counts
-    as a runner-up."""
+    as a runner-up. A hit aligning another part of the read than the primary (_same_part: the
+    other part of a chimeric read) is no rival of it: n_best, sub and MAPQ then count the hits
+    covering the primary's part, and the MAPQ's floor is that of a part that long."""
     nh = h_read.shape[0]
     keep = np.empty(nh, np.bool_)           # every entry is set below
     # shadow[k] of a kept hit: the best score of the hits merged into it at another start. Distinct
@@ -57,7 +104,7 @@ def select_hits(h_read, h_strand, h_start, h_score, n_reads, read_span, read_flo
         j = i
         while j + 1 < nh and h_read[j + 1] == h_read[i] and h_strand[j + 1] == h_strand[i]:
             j += 1
-        span = read_span[h_read[i]]
+        span = read_maxe[h_read[i]]
         a = i
         while a <= j:
             b = a
@@ -90,47 +137,36 @@ def select_hits(h_read, h_strand, h_start, h_score, n_reads, read_span, read_flo
             first[r] = first[r + 1]
     for r in range(n_reads):
         primary[r] = -1
-        b = np.int64(0)
-        nb = 0
-        s = np.int64(0)
-        hs = False
-        for k in range(first[r], first[r + 1]):
-            if not keep[k]:
-                continue
-            d = np.int64(h_score[k])
-            if nb == 0 or d > b:
-                if nb > 0 and (not hs or b > s):
-                    s = b
-                    hs = True
-                b = d
-                nb = 1
-            elif d == b:
-                nb += 1
-            elif not hs or d > s:
-                s = d
-                hs = True
-            if shadow[k] != nolow and (not hs or shadow[k] > s):
-                s = shadow[k]
-                hs = True
-        if nb > 1:
-            s = b
-            hs = True
-        best[r] = b
-        n_best[r] = nb
-        sub[r] = s
-        has_sub[r] = hs
+        lo, hi = first[r], first[r + 1]
+        b, nb, s, hs = _rivals(h_score, keep, shadow, h_qbeg, h_qend, lo, hi, -1)
         if nb == 0:
+            best[r] = b
+            sub[r] = s
             continue
-        mapq[r] = mapq_from_scores(b, np.int64(nb), s, hs, np.int64(read_floor[r]), np.int64(unit))
         pick = np.int64(mix64(np.uint64(seed) * np.uint64(1000003) + np.uint64(global_first + r))
                         % np.uint64(nb))
         seen = 0
-        for k in range(first[r], first[r + 1]):
+        for k in range(lo, hi):
             if keep[k] and h_score[k] == b:
                 if seen == pick:
                     primary[r] = k
                     break
                 seen += 1
+        p = primary[r]
+        length, edits = np.int64(read_len[r]), np.int64(read_maxe[r])
+        for k in range(lo, hi):
+            if keep[k] and not _same_part(h_qbeg, h_qend, k, p):
+                b, nb, s, hs = _rivals(h_score, keep, shadow, h_qbeg, h_qend, lo, hi, p)
+                part = h_qend[p] - h_qbeg[p]
+                edits = -(-edits * part // max(length, 1))
+                length = part
+                break
+        best[r] = b
+        n_best[r] = nb
+        sub[r] = s
+        has_sub[r] = hs
+        floor = length * match - (edits + 1) * unit
+        mapq[r] = mapq_from_scores(b, np.int64(nb), s, hs, floor, np.int64(unit))
     return best, n_best, sub, has_sub, mapq, primary, keep, shadow
 
 

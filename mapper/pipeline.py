@@ -297,10 +297,10 @@ class Pipeline:
         _, rlen, _ = cigar_spans(aln.cigar, aln.cigar_offsets)
         h.end = h.start + rlen[hit_aln]
         h.ctg = np.searchsorted(self.ref.offsets, h.start, side="right") - 1
-        floor = lengths * match - (maxe + 1) * unit
+        h.qbeg, h.qend = query_spans(aln.cigar, aln.cigar_offsets, hit_aln, h.strand, lengths[h.read])
         h.best, h.n_best, h.sub, h.has_sub, h.mapq, h.primary, h.keep, h.shadow = select_hits(
-            h.read, h.strand, h.start, h.score, len(batch), maxe, floor, unit, batch.first_index,
-            self.opt.seed)
+            h.read, h.strand, h.start, h.score, h.qbeg, h.qend, len(batch), lengths, maxe, match, unit,
+            batch.first_index, self.opt.seed)
         h.mapq_cap = mapq_cap
         h.mapq = np.minimum(h.mapq, mapq_cap)
         reason[h.primary >= 0] = 0
@@ -317,10 +317,9 @@ class Pipeline:
         supp = np.full(n, -1, np.int64)
         supp_mapq = np.zeros(n, np.int64)
         if self.extender.scoring != "edits" and not self.opt.report_all and h.hit_aln.size:
-            qbeg, qend = query_spans(h.aln.cigar, h.aln.cigar_offsets, h.hit_aln, h.strand, h.lengths[h.read])
-            supp = pick_supplementary(h.read, qbeg, qend, h.score, h.keep, primary, n)
+            supp = pick_supplementary(h.read, h.qbeg, h.qend, h.score, h.keep, primary, n)
             ext = self.extender
-            supp_mapq = supplementary_mapq(h.read, qbeg, qend, h.score, h.keep, primary, supp,
+            supp_mapq = supplementary_mapq(h.read, h.qbeg, h.qend, h.score, h.keep, primary, supp,
                                            ext.match_score, ext.edit_cost, h.maxe, h.lengths)
         return supp, supp_mapq
 
@@ -450,8 +449,8 @@ class Pipeline:
         self._timed("sam", t)
         st.reads += n
         st.mapped += int(mapped.sum())
-        st.secondary += int(((rank > 0) & ~is_supp).sum())
-        st.supplementary += int(is_supp.sum())
+        st.secondary += int((flag & 256 != 0).sum())         # -M: split parts count here
+        st.supplementary += int((flag & 2048 != 0).sum())
         for code, name in enumerate(REASONS):
             if code:
                 st.unmapped[name] += int((h.reason == code).sum())
@@ -638,6 +637,8 @@ class Hits:
     mapq_cap: np.ndarray = None     # per read: the highest MAPQ its seeding supports (Candidates.mapq_cap)
     end: np.ndarray = None          # reference end (exclusive) of each hit
     ctg: np.ndarray = None          # contig of each hit
+    qbeg: np.ndarray = None         # the part [qbeg, qend) of its read each hit aligns (query_spans)
+    qend: np.ndarray = None
     reason0: np.ndarray = None      # reasons decided before alignment (Pipeline.read_limits)
     has_cand: np.ndarray = None
     aln_read: np.ndarray = None     # read and strand of every alignment (found or not)

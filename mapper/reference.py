@@ -120,7 +120,7 @@ def read_fasta(fh, source="reference", size_hint=None):
     """A FASTA stream -> Reference, read in chunks of READ_CHUNK bytes: memory is the codes (one
     byte per base; with size_hint, the file size, allocated once) plus a few chunks, not several
     copies of the file. The first word of a header line is the contig name; empty contigs are
-    left out (@SQ cannot hold LN:0)."""
+    left out (@SQ cannot hold LN:0), with a note on stderr."""
     out = np.empty(size_hint if size_hint is not None else 0, np.uint8)
     filled = 0
     names, starts = [], []
@@ -184,7 +184,7 @@ def _sequence_of(lines, source, at_line_start=True):
 
 def _reference(heads, starts, codes, source):
     """Reference from header lines, the start of each one's sequence in codes, and the codes."""
-    names, seen, keep = [], set(), []
+    names, seen, keep, empty = [], set(), [], []
     for i, header in enumerate(heads):
         words = header.split()
         if not words:
@@ -195,13 +195,18 @@ def _reference(heads, starts, codes, source):
         name = words[0].decode("ascii")
         if name in seen:
             raise InputError(f"{source}: duplicate contig name {name!r}")
-        if starts[i + 1] == starts[i]:
-            continue  # empty contigs carry nothing to map to; @SQ cannot hold LN:0
         seen.add(name)
+        if starts[i + 1] == starts[i]:
+            empty.append(name)
+            continue
         names.append(name)
         keep.append(i)
     if not names:
         raise InputError(f"{source}: reference has no sequence")
+    if empty:
+        # nothing to map to, and @SQ cannot hold LN:0 (samtools faidx leaves them out too)
+        shown = ", ".join(empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
+        print(f"[pymap] note: {source}: contig(s) without bases left out of the header: {shown}", file=sys.stderr)
     keep = np.array(keep)
     offsets = np.zeros(len(names) + 1, np.int64)
     np.cumsum(starts[keep + 1] - starts[keep], out=offsets[1:])

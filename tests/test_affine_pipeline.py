@@ -92,14 +92,18 @@ def test_chimera_supplementary_and_bwa_minus_M(tmp_path, genome):
     while a[x + 100] == revcomp(b[y:y + 50])[0] or b[y + 50] == revcomp(a[x + 99]):
         x += 1
     reads = [("chimera", a[x:x + 100] + revcomp(b[y:y + 50]))]
-    _, recs = align(tmp_path, ref, reads)
+    st, recs = align(tmp_path, ref, reads)
     assert [(r.flag, r.reference_name, r.cigarstring) for r in recs] == [
         (0, "chrA", "100M50S"), (2048 | 16, "chrB", "50M100S")]
+    assert (st.secondary, st.supplementary) == (0, 1)
+    # each part unique: neither is the other's rival (bwa-mem gives both 60 and no XS)
+    assert [r.mapping_quality for r in recs] == [60, 60] and not recs[0].has_tag("XS")
     assert recs[0].get_tag("SA").startswith(f"chrB,{y + 1},-,50M100S,")
     assert recs[1].get_tag("SA").startswith(f"chrA,{x + 1},+,100M50S,")
     assert recs[1].query_sequence == revcomp(recs[0].query_sequence)
-    _, recs = align(tmp_path, ref, reads, split_as_secondary=True)
-    assert [x.flag for x in recs] == [0, 256 | 16]
+    st, recs = align(tmp_path, ref, reads, split_as_secondary=True)
+    assert [x.flag for x in recs] == [0, 256 | 16] and [r.mapping_quality for r in recs] == [60, 60]
+    assert (st.secondary, st.supplementary) == (1, 0)       # the summary counts the records as flagged
 
 
 def test_single_indel_is_one_left_aligned_op(tmp_path, genome):

@@ -310,6 +310,7 @@ def test_empty_contigs_are_skipped(tmp_path, genome):
     reads = sample_reads(genome, np.random.default_rng(9), n=30)
     text, err = cli_align(ref, write_fastq(tmp_path / "r.fq", reads))
     assert sq_lines(parse_sam(text)[0]) == [("chr1", 20000), ("chr2", 8000)]
+    assert "contig(s) without bases left out of the header: first_empty, middle_empty, last_empty" in err
     check_sam(text, reads, genome, E)
     prim = count_invariant(text, len(reads))
     assert sum(not r["flag"] & 4 for r in prim) >= 0.9 * len(reads)
