@@ -9,8 +9,8 @@
 # installed `pymap` package under /tmp/pkg_NAME and warmed once (its kernels compiled), all side by
 # side. SITE: a directory put first on PYTHONPATH (session.sh's staged packages); ROUNDS (2), DEVICES
 # (gpu), THREADS (all cores), BATCH (200000), FLAGS (more bench flags) as their names say.
-# WHOLE=1: whole `pymap align` processes instead (start-up and exit included; MATES: read 2 for pairs),
-# each tree's wall seconds and its summary line.
+# WHOLE=1: whole `pymap align` processes instead (start-up and exit included; MATES: read 2 for pairs;
+# ALIGN_FLAGS: more align flags), each tree's wall seconds and its summary line.
 set -uo pipefail
 : "${TREES:?TREES=\"NAME=PATH ...\"}" "${REF:?}" "${READS:?}"
 ROUNDS=${ROUNDS:-2}; DEVICES=${DEVICES:-gpu}; THREADS=${THREADS:-$(nproc)}; BATCH=${BATCH:-200000}
@@ -40,9 +40,10 @@ for r in $(seq "$ROUNDS"); do
       for dev in ${DEVICES//,/ }; do
         t0=$(date +%s.%N)
         PYTHONPATH=$(pp "$name") python3 -m pymap.cli align "$REF" "$READS" ${MATES:-} --device "$dev" -t "$THREADS" \
-          --no-progress -o "/tmp/abpipe_$name/bench_$dev.sam" 2>"/tmp/abpipe_$name/whole.log"
+          ${ALIGN_FLAGS:-} --no-progress -o "/tmp/abpipe_$name/bench_$dev.sam" 2>"/tmp/abpipe_$name/whole.log"
         echo "$name r$r $dev: $(python3 -c "import time; print(f'{time.time() - $t0:.2f}')") s wall;" \
-          "$(grep -o '[0-9.]* s (seed.*' "/tmp/abpipe_$name/whole.log" | head -1)"
+          "$(grep -o '[0-9.]* s (seed.*' "/tmp/abpipe_$name/whole.log" | head -1)" \
+          "$(grep -o 'ready after.*' "/tmp/abpipe_$name/whole.log" | head -1)"
       done
       continue
     fi
