@@ -582,8 +582,10 @@ def test_scipy_hidden_only_while_numba_loads():
 
 def test_cached_kernels_load_without_numba_registries(tmp_path):
     """After jitcache.prepare_numba a kernel loaded from the cache runs, arrays allocated through Numba's
-    runtime included, without Numba's registries installed (the first run compiles, which installs
-    them); a kernel compiled afterwards in the same process still compiles and runs."""
+    runtime included, without Numba's registries installed and without its linking bitcode parsed
+    (the first run compiles, which installs them); kernels compiled afterwards in the same process
+    still compile and run, one that calls the loaded kernel included (it links that bitcode). The
+    symbols read from the machine code's ELF table are those Numba lists from the bitcode."""
     (tmp_path / "kmod.py").write_text(textwrap.dedent("""
         import numpy as np
         from numba import njit
@@ -596,16 +598,27 @@ def test_cached_kernels_load_without_numba_registries(tmp_path):
             return out
     """))
     script = textwrap.dedent("""
-        import sys
+        import json, sys
         import numpy as np
         from numba import njit
+        from numba.core import codegen
         from pymap import jitcache
         jitcache.prepare_numba()
+        parse, parsed = codegen.ll.parse_bitcode, []
+        codegen.ll.parse_bitcode = lambda data: parsed.append(1) or parse(data)
         from kmod import doubled
         assert doubled(5).tolist() == [0, 2, 4, 6, 8]
-        print("registries" if "numba.cpython.mathimpl" in sys.modules else "none")
+        seen = {"registries": "numba.cpython.mathimpl" in sys.modules, "parsed on load": len(parsed)}
+        lib = doubled.overloads[doubled.signatures[0]].library
+        if seen["registries"]:                      # compiled in this run: its ELF symbols against Numba's list
+            module = lib._get_module_for_linking()
+            listed = {g.name for gs in (module.functions, module.global_variables) for g in gs
+                      if not g.is_declaration}
+            seen["elf symbols as listed"] = jitcache._elf_symbols(lib._get_compiled_object()) == listed != set()
         assert njit(lambda x: np.sqrt(x) + 1.0)(4.0) == 3.0
-        assert doubled(3).tolist() == [0, 2, 4]
+        assert njit(lambda n: doubled(n).sum())(4) == 12
+        seen["parsed to link"] = len(parsed) - seen["parsed on load"]
+        print(json.dumps(seen))
     """)
     path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": path}
@@ -613,4 +626,6 @@ def test_cached_kernels_load_without_numba_registries(tmp_path):
                            cwd=tmp_path) for _ in range(2)]
     for res in runs:
         assert res.returncode == 0, res.stderr[-2000:]
-    assert [res.stdout.strip() for res in runs] == ["registries", "none"]
+    assert [json.loads(res.stdout) for res in runs] == [
+        {"registries": True, "parsed on load": 0, "elf symbols as listed": True, "parsed to link": 0},
+        {"registries": False, "parsed on load": 0, "parsed to link": 1}]
