@@ -4,14 +4,17 @@
     >>> stats = api.align("examples/lambda.fa", "examples/reads.fq", out="out.sam")
 """
 import contextlib
+import dataclasses
+import json
 import os
 import sys
 import time
+import zlib
 
 import numpy as np
 
 from pymap import jitcache, plugins
-from pymap.errors import IndexCorrupt, IndexMismatch, InputError
+from pymap.errors import IndexCorrupt, IndexMismatch, InputError, UsageError
 from pymap.kernels.threads import ahead, ordered_map, quick_switching
 from pymap.options import AlignOptions
 from pymap.pipeline import Pipeline, gpu_stages
@@ -100,7 +103,7 @@ def build_index(ref_path, seeder=None, seeder_opts=None, index_path=None):
     reference = open_reference(ref_path, seeder, index_path)
     seeder = seeder or default_seeder(int(reference.codes.shape[0]))
     sd = plugins.create("seeder", seeder, **(seeder_opts or {}))
-    path = index_path or sd.index_path(ref_path)
+    path = index_file(sd, reference, ref_path, index_path)
     t = time.perf_counter()
     reference.decode_all()
     index = sd.build_index(reference)
@@ -113,11 +116,11 @@ def build_index(ref_path, seeder=None, seeder_opts=None, index_path=None):
 def open_index(seeder, reference, ref_path, index_path=None, save=True, verify=True):
     """Load the saved index that matches the reference, or build (and save) one.
 
-    An explicit index_path must match; the default path next to the reference is rebuilt when
-    it belongs to another reference or version. verify=False: header and sizes only (a Dask
-    client, whose workers check the arrays)."""
+    An explicit index_path must match; the default path next to the reference (index_file) is
+    rebuilt when it belongs to another reference or version. verify=False: header and sizes only
+    (a Dask client, whose workers check the arrays)."""
     import inspect
-    path = index_path or seeder.index_path(ref_path)
+    path = index_file(seeder, reference, ref_path, index_path)
     # verify is pymap's own seeders' keyword; a plugin's load_index may not take it
     quick = {} if verify or "verify" not in inspect.signature(seeder.load_index).parameters else {"verify": False}
     if os.path.exists(path):
@@ -146,6 +149,31 @@ def open_index(seeder, reference, ref_path, index_path=None, save=True, verify=T
     return index
 
 
+def _own_copy(options):
+    """The run's own copy of the caller's options (AlignOptions() if None): validation and the
+    pipeline fill in defaults (extender, seeder, batches) that must not stay in the caller's object
+    for its next run."""
+    return dataclasses.replace(options) if options is not None else AlignOptions()
+
+
+def index_file(seeder, reference, ref_path, index_path=None):
+    """The index file a run uses: index_path when given, else the seeder's default path next to the
+    reference, or, where its options change what it builds (--seeder-opt seed_len=13), a path of
+    those build parameters (REF.pymap.<crc>.idx): the default file stays that of runs without them."""
+    if index_path:
+        return index_path
+    path = seeder.index_path(ref_path)
+    build = getattr(seeder, "build_params", None)
+    if build is None:
+        return path
+    genome_len = int(reference.codes.shape[0])
+    params = build(genome_len)
+    if params == type(seeder)().build_params(genome_len):
+        return path
+    tag = zlib.crc32(json.dumps(params, sort_keys=True).encode()) & 0xFFFFFFFF
+    return f"{path[:-len('.idx')]}.{tag:08x}.idx" if path.endswith(".idx") else f"{path}.{tag:08x}"
+
+
 def with_device(kind, spec, opts, device):
     """opts plus device=DEVICE when a stage of spec (a name, or a filter chain a,b) has a device
     option and opts do not set one: --device reaches every stage that can run on a GPU."""
@@ -158,6 +186,7 @@ def with_device(kind, spec, opts, device):
 
 
 def make_pipeline(ref_path, options, index_path=None, paired=False):
+    options = _own_copy(options)
     options.validate()
     set_threads(options.threads)
     if options.device == "gpu":
@@ -186,7 +215,7 @@ def make_pipeline(ref_path, options, index_path=None, paired=False):
     if reference.index is None:
         # the index was just built: map with the reference it saved, as every later run does (the
         # same decoding kernels; a large genome's parsed FASTA is freed)
-        reference = from_index(ref_path, index_path or seeder.index_path(ref_path)) or reference
+        reference = from_index(ref_path, index_file(seeder, reference, ref_path, index_path)) or reference
     return Pipeline(reference, index, seeder, filt, extender, options, pair_extender=pair_extender)
 
 
@@ -222,9 +251,11 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
     options.interleaved (reads_path holds mates in turn). options.dask: map on a Dask cluster
     (pymap.distributed); the records are the same as in one process."""
     from pymap.sam import SamWriter, make_header, output_format
-    options = options or AlignOptions()
+    options = _own_copy(options)
     t0 = time.perf_counter()
     options.validate()
+    if mates_path is not None and options.interleaved:
+        raise UsageError("give either two read files or -p/--interleaved with one")
     SamWriter.check_path(out)
     paired = mates_path is not None or options.interleaved
     if options.dask is not None:

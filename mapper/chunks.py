@@ -55,7 +55,7 @@ def client_load(ref_path, options, index_path):
     options = dataclasses.replace(options)
     options.seeder = options.seeder or api.default_seeder(int(reference.codes.shape[0]))
     seeder = plugins.create("seeder", options.seeder, **options.seeder_opts)
-    path = os.path.abspath(index_path or seeder.index_path(ref_path))
+    path = os.path.abspath(api.index_file(seeder, reference, ref_path, index_path))
     api.open_index(seeder, reference, ref_path, index_path, verify=False)
     if not os.path.exists(path):
         raise InputError(f"{path}: the index could not be saved, and the workers need it on disk")

@@ -235,8 +235,6 @@ def run(args, argv):
                        min_length=args.min_length, max_length=args.max_length,
                        progress=not args.no_progress, sort=args.sort, level=args.level, dask=args.dask,
                        batches=args.batches, processes=args.processes)
-        if args.mates and args.interleaved:
-            raise UsageError("give either two read files or -p/--interleaved with one")
         api.align(args.reference, args.reads, out=args.output, options=opt, index_path=args.index,
                   command_line="pymap " + " ".join(shlex.quote(a) for a in argv), mates_path=args.mates)
     elif args.command == "filter":

@@ -75,6 +75,28 @@ def test_read_group_with_real_tabs(ref, tmp_path):
     assert header["PG"][0]["CL"].endswith("-R '@RG\\tID:x\\tSM:y' -o " + str(tmp_path / "o.sam"))
 
 
+def test_seeder_options_leave_the_default_index_alone(tmp_path):
+    """Seeder options that change the index give it a file of its own (REF.pymap.<crc>.idx), built
+    by `pymap index` or the first run with them and loaded by the next; REF.pymap.idx stays that of
+    runs without them."""
+    ref = tmp_path / "lambda.fa"
+    shutil.copy(EX_REF, ref)
+    idx = tmp_path / "lambda.fa.pymap.idx"
+    plain = pymap("align", ref, EX_READS)
+    saved = idx.read_bytes()
+    custom = pymap("align", ref, EX_READS, "--seeder-opt", "seed_len=13")
+    assert custom.returncode == 0 and b"index saved to" in custom.stderr
+    own = [p for p in os.listdir(tmp_path) if p.startswith("lambda.fa.pymap.") and p != idx.name]
+    assert len(own) == 1 and own[0].endswith(".idx") and idx.read_bytes() == saved
+    again = pymap("align", ref, EX_READS, "--seeder-opt", "seed_len=13")
+    assert again.returncode == 0 and b"index built" not in again.stderr
+    assert pymap("index", ref, "--seeder-opt", "seed_len=13").stderr.decode().rstrip().endswith(own[0])
+    plain_again = pymap("align", ref, EX_READS)
+    body = lambda out: [l for l in out.splitlines() if not l.startswith(b"@PG")]   # noqa: E731
+    assert body(plain_again.stdout) == body(plain.stdout) and b"index built" not in plain_again.stderr
+    assert body(again.stdout) == body(custom.stdout)
+
+
 def test_missing_files(ref, tmp_path):
     assert_error(pymap("align", tmp_path / "nope.fa", EX_READS), 1, "no such file")
     assert_error(pymap("align", ref, tmp_path / "nope.fq"), 1, "no such file")

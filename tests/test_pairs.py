@@ -1,5 +1,6 @@
 """Paired-end mapping end to end: pairing, flags, RNEXT/PNEXT/TLEN, MC/MQ, the insert-size model,
 interleaved input, determinism, and samtools' acceptance."""
+import dataclasses
 import shutil
 import subprocess
 
@@ -208,6 +209,21 @@ def test_batches_without_a_hit_are_written_unmapped(data, tmp_path):
     assert flags == {("n0", 77), ("n0", 141), ("f1", 77), ("f1", 141)}
     _, alone = run(ref, tmp_path / "m1.fq", tmp_path / "m2.fq", tmp_path / "alone.sam", batch_size=1, threads=2)
     assert body(alone) == body(whole)
+
+
+def test_align_leaves_the_callers_options_alone(data, tmp_path):
+    """The defaults a run fills in (extender, seeder, batches) stay in its own copy: the caller's
+    options map the next run as given. Two read files and interleaved=True: one usage error."""
+    ref, r1, r2, _, _ = data
+    opts = AlignOptions(report_all=True, max_edits=3, progress=False)
+    given = dataclasses.asdict(opts)
+    api.align(str(ref), str(r1), out=str(tmp_path / "a.sam"), options=opts, summary=False)
+    api.make_pipeline(str(ref), opts)
+    assert dataclasses.asdict(opts) == given
+    with pytest.raises(UsageError, match="interleaved"):
+        api.align(str(ref), str(r1), out=str(tmp_path / "b.sam"), mates_path=str(r2),
+                  options=AlignOptions(interleaved=True, progress=False), summary=False)
+    assert not (tmp_path / "b.sam").exists()
 
 
 def test_mismatched_mates_are_one_error_and_no_output(data, tmp_path, capsys):

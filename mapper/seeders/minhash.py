@@ -140,8 +140,9 @@ class MinhashSeeder(Seeder):
         self.min_hits = int_option("min_hits", min_hits, 1)
 
     # ---------------------------------------------------------------- parameters
-    def build_params(self):
-        """The build parameters (stored in the index): explicit options, defaults for the rest."""
+    def build_params(self, genome_len=None):
+        """The build parameters (stored in the index): explicit options, defaults for the rest (the
+        same for every genome length, taken as the other seeders take it)."""
         k = self.k if self.k is not None else DEFAULT_K
         window = self.window if self.window is not None else max(DEFAULT_WINDOW, k)
         stride = self.stride if self.stride is not None else window - k + 1
