@@ -12,8 +12,9 @@ from the alignment's first and its last diagonal. The set depends only on (L, e)
 and the output do not depend on batches, threads or workers.
 
 Measuring costs about 0.1 s per (L, e) (trimmed reads bring a hundred lengths), so the allowances
-are kept in the user's cache (~/.cache/pymap/slack), keyed by the filter's class, options and
-source: a value found there is the value the measurement gives.
+are kept in the user's cache (~/.cache/pymap/slack), keyed by the filter's class, options (not
+its device) and source: a value found there is the value the measurement gives. The first
+measurement of a run says so on stderr (a first run on trimmed reads measures for seconds).
 """
 import contextlib
 import hashlib
@@ -117,7 +118,9 @@ def filter_identity(filt):
         with open(inspect.getsourcefile(sys.modules[name]), "rb") as fh:
             digest.update(fh.read())
     source = digest.hexdigest()
-    options = sorted((k, repr(v)) for k, v in getattr(filt, "plugin_options", {}).items())
+    # not the device: a filter decides the same on either (pymap's CUDA kernels and CPU twins are
+    # tested bit-identical), so --device cpu and gpu share the measurements
+    options = sorted((k, repr(v)) for k, v in getattr(filt, "plugin_options", {}).items() if k != "device")
     return f"{cls.__module__}.{cls.__qualname__}|{options}|{source}"
 
 
@@ -132,6 +135,7 @@ class SlackTable:
         self.lossy = set()
         self.cache_path = None
         self.cached = {}
+        self.announced = False
         self.lock = threading.Lock()          # batches mapped side by side ask at once
         if fixed is None and not whole_e and not getattr(filt, "accepts_all", False):
             self._load_cache()
@@ -180,6 +184,11 @@ class SlackTable:
                         self.lossy.add(key)
                     self.table[key] = e if k < 0 else k
                 else:
+                    if not self.announced:
+                        self.announced = True
+                        print(f"[pymap] measuring filter '{getattr(self.filter, 'name', '?')}''s threshold "
+                              f"allowance for read lengths not seen before (about 0.1 s each, once: kept in "
+                              f"{os.path.dirname(self.cache_path or '') or 'memory'})", file=sys.stderr, flush=True)
                     self.table[key] = self._measure(*key)
             return self.table[key]
 
