@@ -50,7 +50,8 @@ def _add_stage_args(p):
                         "when one is usable [each stage's default: the filter auto, the others cpu]")
     p.add_argument("--filter-slack", type=int, metavar="K",
                    help="run the filter at e + K, allowing for the indels of a semi-global alignment "
-                        "(default: the filter's own, 1 for gatekeeper*/shouji, else e; e with --all)")
+                        "(default: measured per filter, read length and e, the least K that keeps a "
+                        "worst-case set of reads within e; e with --all)")
     p.add_argument("-e", "--max-edits", type=_edits, default=DEFAULT_MAX_EDITS,
                    help="edit distance threshold e: a count (>= 1) or a fraction of the read length "
                         "(< 1) (default: %(default)s)")

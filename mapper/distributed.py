@@ -18,6 +18,7 @@ With --sort each chunk comes back coordinate-sorted (BAM) and the client merges.
 """
 import dataclasses
 import os
+import re
 import threading
 import time
 from collections import deque
@@ -64,13 +65,21 @@ def connect(spec):
                                    dashboard_address=":0", preload=["pymap.distributed"])
         client = Client(cluster)
         return client, [client, cluster]
-    if "://" not in spec:
-        raise UsageError(f"--dask must be local:N or a scheduler address such as tcp://host:8786, got {spec!r}")
+    spec = scheduler_address(spec)
     try:
         client = Client(spec, timeout="30s")
         return client, [client]
     except OSError as exc:
         raise InputError(f"--dask {spec}: cannot reach the scheduler ({exc})") from None
+
+
+def scheduler_address(spec):
+    """A scheduler address as Dask takes it: SCHEME://..., or HOST:PORT (tcp)."""
+    if "://" in spec:
+        return spec
+    if not re.fullmatch(r"[\w.\-]+:\d+|\[[0-9A-Fa-f:.]+\]:\d+", spec):
+        raise UsageError(f"--dask must be local:N or a scheduler address such as tcp://host:8786, got {spec!r}")
+    return f"tcp://{spec}"
 
 
 def is_local(spec):

@@ -29,7 +29,7 @@ import zlib
 import numpy as np
 
 from pymap import __version__
-from pymap.errors import IndexCorrupt, IndexMismatch
+from pymap.errors import IndexCorrupt, IndexMismatch, UsageError
 
 MAGIC = b"PYMAPIDX"
 FORMAT_VERSION = 2
@@ -92,6 +92,8 @@ def save_index(path, meta, arrays):
     prelude = PRELUDE.pack(MAGIC, FORMAT_VERSION, zlib.crc32(blob) & 0xFFFFFFFF, len(blob))
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp{os.getpid()}")
+    if os.path.isdir(path) or not os.path.isdir(directory):
+        raise UsageError(f"{path}: cannot write ({'a directory' if os.path.isdir(path) else 'no such directory'})")
     try:
         with open(tmp, "wb") as fh:
             fh.write(prelude)

@@ -97,6 +97,11 @@ def test_seeder_options_leave_the_default_index_alone(tmp_path):
     assert body(again.stdout) == body(custom.stdout)
 
 
+def test_index_to_a_path_it_cannot_write(ref, tmp_path):
+    assert_error(pymap("index", ref, "-o", tmp_path / "nowhere" / "x.idx"), 2, "cannot write", "no such directory")
+    assert_error(pymap("index", ref, "-o", tmp_path), 2, "cannot write", "a directory")
+
+
 def test_missing_files(ref, tmp_path):
     assert_error(pymap("align", tmp_path / "nope.fa", EX_READS), 1, "no such file")
     assert_error(pymap("align", ref, tmp_path / "nope.fq"), 1, "no such file")

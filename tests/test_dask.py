@@ -398,3 +398,15 @@ def test_worker_threads_share_a_concurrent_pipeline(monkeypatch, concurrent):
     assert len(got) == 4
     assert len(built) == (1 if concurrent else 4)
     assert len({id(p) for p in got}) == len(built)
+
+
+def test_scheduler_addresses():
+    """HOST:PORT is a tcp scheduler, as Dask takes it; anything else without a scheme is one usage error."""
+    from pymap.distributed import scheduler_address
+    assert scheduler_address("10.0.0.5:8786") == "tcp://10.0.0.5:8786"
+    assert scheduler_address("node-3.cluster:8786") == "tcp://node-3.cluster:8786"
+    assert scheduler_address("[::1]:8786") == "tcp://[::1]:8786"
+    assert scheduler_address("tls://node:8786") == "tls://node:8786"
+    for bad in ("node", "node:port", "local", ":8786"):
+        with pytest.raises(UsageError, match="scheduler address"):
+            scheduler_address(bad)
