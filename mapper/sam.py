@@ -103,7 +103,16 @@ def cram_reference(ref_path):
     except (OSError, ValueError) as exc:
         shutil.rmtree(tmpdir, ignore_errors=True)
         raise InputError(f"{ref_path}: htslib cannot read the reference for CRAM output ({exc})") from None
+    if ref_path not in _NOTED_COPIES:
+        # htslib names the file it encodes against in the @SQ lines' UR: here a copy removed at the end
+        _NOTED_COPIES.add(ref_path)
+        print(f"[pymap] note: {ref_path} is gzip, not BGZF: the CRAM's @SQ UR names a temporary copy; decoding "
+              f"it needs the reference as plain or BGZF FASTA (samtools view -T) or by its M5 tags (REF_PATH)",
+              file=sys.stderr, flush=True)
     return copy, tmpdir
+
+
+_NOTED_COPIES = set()
 
 
 #: the oldest samtools on PATH that is used (--write-index and FILE##idx##INDEX came in 1.10)
