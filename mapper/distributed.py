@@ -17,6 +17,7 @@ systems) the client parses the chunk and sends the arrays, and the records come 
 With --sort each chunk comes back coordinate-sorted (BAM) and the client merges.
 """
 import dataclasses
+import logging
 import os
 import re
 import threading
@@ -61,7 +62,9 @@ def connect(spec):
         n = _local_workers(spec)
         import dask
         with dask.config.set({**LOCAL_CLUSTER_CONFIG, **_fork_workers()}):
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+            # silence_logs: a chunk's failure reaches the client, which says it in one line; the
+            # workers' own log of it (the task, its traceback) would repeat it on the same terminal
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, silence_logs=logging.CRITICAL,
                                    dashboard_address=":0", preload=["pymap.distributed"])
         client = Client(cluster)
         return client, [client, cluster]

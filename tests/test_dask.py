@@ -134,6 +134,22 @@ def test_pair_files_of_different_lengths_same_error(client, pairs, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["r2.fq"]
 
 
+def test_error_in_a_local_worker_is_one_line(plain, tmp_path):
+    """`--dask local:N`: a chunk that fails on a worker is the client's one error line (the workers'
+    own logs of the failed task are silenced), exit 1, no output."""
+    import subprocess
+    import sys
+    lines = open(plain).read().splitlines(keepends=True)
+    trunc = tmp_path / "t.fq"
+    trunc.write_text("".join(lines[:-2]))
+    res = subprocess.run([sys.executable, "-m", "pymap.cli", "align", REF, str(trunc), "-o", str(tmp_path / "t.bam"),
+                          "--dask", "local:2", "--batch-size", "64", "--no-progress"],
+                         capture_output=True, text=True, timeout=300)
+    said = [line for line in res.stderr.splitlines() if not line.startswith("[pymap]")]
+    assert res.returncode == 1 and len(said) == 1 and said[0].startswith("pymap: error: ") and "truncated" in said[0]
+    assert sorted(os.listdir(tmp_path)) == ["t.fq"]
+
+
 def test_bam_and_stdout_from_part_files(client, plain, tmp_path):
     """Part files go into a BAM through samtools' pipe, and to stdout, as the bytes of the records."""
     import subprocess
