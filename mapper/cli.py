@@ -12,6 +12,11 @@ from pymap.errors import PymapError, UsageError
 from pymap.options import DEFAULT_MAX_EDITS, AlignOptions
 
 
+#: where an index is kept by default (pymap.api.index_file)
+INDEX_NAMES = ("REF.pymap.idx, REF.pymap.minimizer.idx or REF.pymap.minhash.idx by seeder, with the crc of "
+               "its build parameters before .idx where --seeder-opt changes them")
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with one-line errors (exit 2)."""
 
@@ -56,8 +61,8 @@ def _add_stage_args(p):
                    help="edit distance threshold e: a count (>= 1) or a fraction of the read length "
                         "(< 1) (default: %(default)s)")
     p.add_argument("-t", "--threads", type=int, default=0, help="threads (default: all cores)")
-    p.add_argument("--index", metavar="FILE", help="index file (default: REF.pymap.idx next to the reference, e.g. ref.fa.pymap.idx; "
-                        "built and saved there when missing)")
+    p.add_argument("--index", metavar="FILE", help=f"index file (default: {INDEX_NAMES} next to the reference; "
+                                                   "built and saved there when missing)")
     p.add_argument("--batch-size", type=int,
                    help="reads per batch (default: 20000; 200000 with --device gpu); the output does not depend on it")
 
@@ -72,7 +77,7 @@ def build_parser():
     p.add_argument("reference", help="FASTA, plain or gzip")
     p.add_argument("--seeder", help="seeder plugin (default: neighborhood up to 100 Mbp, minimizer above)")
     p.add_argument("--seeder-opt", action="append", metavar="KEY=VALUE", default=[])
-    p.add_argument("-o", "--output", metavar="FILE", help="index file (default: REF.pymap.idx)")
+    p.add_argument("-o", "--output", metavar="FILE", help=f"index file (default: {INDEX_NAMES})")
     p.add_argument("-t", "--threads", type=int, default=0)
 
     p = sub.add_parser("align", help="map reads and write SAM/BAM")
@@ -328,11 +333,16 @@ def main(argv=None):
     except MemoryError:
         print("pymap: error: out of memory (try a smaller --batch-size)", file=sys.stderr)
         return 1
-    except Exception as exc:  # a bug, not the user's doing: say so, and how to see where
+    except Exception as exc:  # a bug, not the user's doing: say so, whose, and how to see where
         if debug:
             raise
-        print(f"pymap: internal error: {type(exc).__name__}: {exc} (run `pymap --debug ...` for the "
-              f"traceback and please report it)", file=sys.stderr)
+        plugin = plugins.blamed_plugin(exc)
+        if plugin:
+            print(f"pymap: error: the {plugin} failed: {type(exc).__name__}: {exc} (run `pymap --debug ...` "
+                  f"for the traceback and report it to the plugin's authors)", file=sys.stderr)
+        else:
+            print(f"pymap: internal error: {type(exc).__name__}: {exc} (run `pymap --debug ...` for the "
+                  f"traceback and please report it)", file=sys.stderr)
         return 3
 
 

@@ -18,12 +18,13 @@ from importlib.metadata import entry_points
 
 import numpy as np
 
+from pymap.errors import PluginContractError
+
 GROUPS = {"seeder": "pymap.seeders", "filter": "pymap.filters", "extender": "pymap.extenders"}
 
 
 class PluginError(ValueError):
     """Unknown plugin or bad plugin option (a usage error)."""
-
 
 
 def int_option(name, value, lo, hi=None):
@@ -145,6 +146,10 @@ class Filter:
             gather_pairs(r.codes, r.rc_codes, r.offsets, cands.ref_codes, cands.read[idx], cands.strand[idx],
                          cands.pos[idx], cands.lo[idx], cands.hi[idx], length, reads, refs)
             acc, est = self.filter_pairs(reads, refs, e)
+            if np.shape(acc) != (idx.size,) or np.shape(est) != (idx.size,):
+                raise PluginContractError(f"filter {getattr(self, 'name', type(self).__name__)!r} returned "
+                                          f"{np.shape(acc)} decisions and {np.shape(est)} estimates for "
+                                          f"{idx.size} pairs")
             accept[idx] = acc
             estimate[idx] = est
         return accept, estimate
@@ -214,7 +219,25 @@ def load_class(kind, name):
     if name not in eps:
         known = ", ".join(eps) or "none installed"
         raise PluginError(f"unknown {kind} {name!r} (installed: {known})")
-    return eps[name].load()
+    cls = eps[name].load()
+    if not cls.__module__.startswith("pymap."):
+        _OTHERS[cls.__module__] = f"{kind} plugin {name!r}"
+    return cls
+
+
+#: module -> "filter plugin 'x'" of the plugins loaded from other packages (blamed_plugin)
+_OTHERS = {}
+
+
+def blamed_plugin(exc):
+    """'filter plugin 'x'' when exc was raised while code of a plugin from another package ran (a
+    frame of its module in the traceback), else None."""
+    tb = exc.__traceback__
+    blamed = None
+    while tb is not None:
+        blamed = _OTHERS.get(tb.tb_frame.f_globals.get("__name__"), blamed)
+        tb = tb.tb_next
+    return blamed
 
 
 def parse_options(items):

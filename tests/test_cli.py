@@ -102,6 +102,47 @@ def test_index_to_a_path_it_cannot_write(ref, tmp_path):
     assert_error(pymap("index", ref, "-o", tmp_path), 2, "cannot write", "a directory")
 
 
+BAD_FILTERS = """
+import numpy as np
+from pymap.plugins import Filter
+
+
+class Short(Filter):
+    name = "short"
+
+    def filter_pairs(self, reads, refs, max_edits):
+        return np.ones(len(reads) - 1, bool), np.zeros(len(reads) - 1, np.int32)
+
+
+class Boom(Filter):
+    name = "boom"
+
+    def filter_pairs(self, reads, refs, max_edits):
+        raise RuntimeError("boom inside filter")
+"""
+
+
+@pytest.mark.parametrize("name, words", [("short", ["error: filter 'short' returned", "decisions"]),
+                                         ("boom", ["error: the filter plugin 'boom' failed", "boom inside",
+                                                   "plugin's authors"])])
+def test_a_broken_plugin_is_named(ref, tmp_path, name, words):
+    """A filter from another package that breaks its contract or raises: the one error line names it,
+    not pymap (exit status 3)."""
+    (tmp_path / "badfilters.py").write_text(BAD_FILTERS)
+    info = tmp_path / "badfilters-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: badfilters\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[pymap.filters]\nshort = badfilters:Short\nboom = badfilters:Boom\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    res = subprocess.run([sys.executable, "-m", "pymap.cli", "align", str(ref), EX_READS, "--filter", name, "-o",
+                          str(tmp_path / "o.sam")], capture_output=True, env=env, timeout=300)
+    err = res.stderr.decode()
+    lines = [l for l in err.splitlines() if not l.startswith("[pymap]")]
+    assert res.returncode == 3 and len(lines) == 1 and "internal error" not in err, err
+    assert all(w in lines[0] for w in words), err
+    assert not (tmp_path / "o.sam").exists()
+
+
 def test_missing_files(ref, tmp_path):
     assert_error(pymap("align", tmp_path / "nope.fa", EX_READS), 1, "no such file")
     assert_error(pymap("align", ref, tmp_path / "nope.fq"), 1, "no such file")

@@ -142,8 +142,8 @@ def test_error_in_a_local_worker_is_one_line(plain, tmp_path):
     lines = open(plain).read().splitlines(keepends=True)
     trunc = tmp_path / "t.fq"
     trunc.write_text("".join(lines[:-2]))
-    res = subprocess.run([sys.executable, "-m", "pymap.cli", "align", REF, str(trunc), "-o", str(tmp_path / "t.bam"),
-                          "--dask", "local:2", "--batch-size", "64", "--no-progress"],
+    res = subprocess.run([sys.executable, "-m", "pymap.cli", "align", REF, str(trunc), "-o",
+                          str(tmp_path / "t.bam"), "--dask", "local:2", "--batch-size", "64", "--no-progress"],
                          capture_output=True, text=True, timeout=300)
     said = [line for line in res.stderr.splitlines() if not line.startswith("[pymap]")]
     assert res.returncode == 1 and len(said) == 1 and said[0].startswith("pymap: error: ") and "truncated" in said[0]
