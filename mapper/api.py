@@ -1,7 +1,7 @@
 """The Python API: everything the CLI does is a function here first.
 
     >>> from pymap import api
-    >>> stats = api.align("examples/lambda.fa", "examples/reads.fq", out="out.sam")
+    >>> stats = api.align("examples/lambda.fa", "examples/reads.fq.gz", out="out.sam")
 """
 import contextlib
 import dataclasses
@@ -15,6 +15,7 @@ import numpy as np
 
 from pymap import jitcache, plugins
 from pymap.errors import IndexCorrupt, IndexMismatch, InputError, UsageError
+from pymap.index import REBUILD_HINT
 from pymap.kernels.threads import ahead, ordered_map, quick_switching
 from pymap.options import AlignOptions
 from pymap.pipeline import Pipeline, gpu_stages
@@ -129,7 +130,7 @@ def open_index(seeder, reference, ref_path, index_path=None, save=True, verify=T
         except (IndexMismatch, IndexCorrupt) as exc:
             if index_path:
                 raise
-            _log(f"{exc}; rebuilding it")
+            _log(f"{str(exc).replace('; ' + REBUILD_HINT, '')}; rebuilding it")
     elif index_path:
         raise InputError(f"{index_path}: no such index file (build it with `pymap index`)")
     t = time.perf_counter()

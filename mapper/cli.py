@@ -231,6 +231,8 @@ def run(args, argv):
     if args.command in ("index", "align", "candidates", "filter"):
         jitcache.announce_compiles()
     if args.command == "index":
+        if args.threads < 0:
+            raise UsageError(f"-t/--threads must be >= 1 (0 = all cores), got {args.threads}")
         api.set_threads(args.threads)
         api.build_index(args.reference, args.seeder, plugins.parse_options(args.seeder_opt), args.output)
     elif args.command == "align":

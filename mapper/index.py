@@ -172,6 +172,8 @@ def _check_expect(path, meta, expect, prefix=""):
             what = prefix + key
             if what == "reference_checksum":
                 msg = "the index was built from another reference (checksum differs)"
+            elif what == "seeder":
+                msg = f"the index is of the {have!r} seeder, this run's is {want!r} (--seeder {have} uses it)"
             else:
                 msg = f"index {what} is {have!r}, expected {want!r}"
             raise IndexMismatch(f"{path}: {msg}; {REBUILD_HINT}")

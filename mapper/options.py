@@ -1,6 +1,9 @@
 """The options of a mapping run, validated once at the edge (CLI or API)."""
+import numbers
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+
+import numpy as np
 
 from pymap.errors import UsageError
 
@@ -86,6 +89,7 @@ class AlignOptions:
     processes: int = 1
 
     def validate(self):
+        self._check_types()
         if self.extender is None:
             self.extender = "banded" if self.report_all else "affine"
         if not (self.max_edits >= 0):
@@ -128,6 +132,28 @@ class AlignOptions:
         if self.seed < 0:
             raise UsageError(f"--seed must be >= 0, got {self.seed}")
         return self
+
+    def _check_types(self):
+        """Each option of the type its annotation says (None where that is its default; an int where
+        a float is asked): an API caller's mistake is one UsageError naming it, not a failure deep in
+        the run."""
+        from pymap.insert import InsertModel
+        kinds = {int: (numbers.Integral, "a whole number"), float: (numbers.Real, "a number"),
+                 bool: ((bool, np.bool_), "True or False"), str: (str, "a string"), dict: (dict, "a dict")}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.default is None:
+                continue
+            if f.name == "insert_size":
+                if not isinstance(value, InsertModel):
+                    raise UsageError(f"insert_size must be a pymap.insert.InsertModel (pymap.insert.parse('mean,std') "
+                                     f"makes one) or None, got {value!r}")
+                continue
+            if f.type not in kinds:
+                continue
+            cls, what = kinds[f.type]
+            if not isinstance(value, cls) or (f.type is not bool and isinstance(value, (bool, np.bool_))):
+                raise UsageError(f"{f.name} must be {what}, got {value!r}")
 
     @property
     def pairs_per_batch(self):

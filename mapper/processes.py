@@ -134,6 +134,10 @@ def _gpus(options):
     return listed[:n] if len(listed) >= n else [str(k) for k in range(n)]
 
 
+def _count(n, one, many=None):
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
 class ProcessRun(chunks.ChunkedRun):
     """The worker-process counterpart of pymap.api.LocalRun (same interface)."""
 
@@ -231,9 +235,9 @@ class ProcessRun(chunks.ChunkedRun):
         n = len(self.gpus or ())
         where = f" on {n} GPU{'s' if n != 1 else ''}" if n else ""
         return self.tally.notes + [
-            f"processes: {self.n} workers{where} ({self.options.thread_count} threads, "
-            f"{self.options.batches} batches side by side each), ready after {ready[0]:.2f}..{ready[-1]:.2f} s, "
-            f"first chunk back after {self.t_first or 0:.2f} s, {self.chunks_done} chunks in "
+            f"processes: {self.n} workers{where} ({_count(self.options.thread_count, 'thread')}, "
+            f"{_count(self.options.batches, 'batch', 'batches')} side by side each), "
+            f"ready after {ready[0]:.2f}..{ready[-1]:.2f} s, first chunk back after {self.t_first or 0:.2f} s, {self.chunks_done} chunks in "
             f"{time.perf_counter() - self.t0:.2f} s"]
 
     def close(self):

@@ -9,6 +9,7 @@ import pysam
 import pytest
 
 from pymap import api
+from pymap.errors import UsageError
 from pymap.options import AlignOptions
 
 from conftest import revcomp
@@ -140,6 +141,23 @@ def test_default_batches_side_by_side():
         opt = AlignOptions(threads=16, device=device)
         opt.validate()
         assert opt.batches == want
+
+
+@pytest.mark.parametrize("kw, words", [
+    ({"insert_size": (300, 30)}, ["insert_size", "InsertModel"]),
+    ({"max_edits": "0.05"}, ["max_edits", "a number"]),
+    ({"threads": "2"}, ["threads", "whole number"]),
+    ({"threads": 1.5}, ["threads", "whole number"]),
+    ({"max_hits": 2.5}, ["max_hits"]),
+    ({"seed": "a"}, ["seed"]),
+    ({"report_all": 1}, ["report_all", "True or False"]),
+    ({"seeder_opts": [("k", 1)]}, ["seeder_opts", "dict"]),
+])
+def test_api_options_of_the_wrong_type_are_one_usage_error(kw, words):
+    with pytest.raises(UsageError) as err:
+        AlignOptions(**kw).validate()
+    assert all(w in str(err.value) for w in words)
+    AlignOptions(threads=np.int64(2), max_edits=np.float32(0.05), max_hits=3).validate()
 
 
 def test_bam_output_and_quickcheck(sim_data, tmp_path):

@@ -97,6 +97,10 @@ def test_seeder_options_leave_the_default_index_alone(tmp_path):
     assert body(again.stdout) == body(custom.stdout)
 
 
+def test_index_threads_must_not_be_negative(ref, tmp_path):
+    assert_error(pymap("index", ref, "-t", "-1", "-o", tmp_path / "x.idx"), 2, "threads")
+
+
 def test_index_to_a_path_it_cannot_write(ref, tmp_path):
     assert_error(pymap("index", ref, "-o", tmp_path / "nowhere" / "x.idx"), 2, "cannot write", "no such directory")
     assert_error(pymap("index", ref, "-o", tmp_path), 2, "cannot write", "a directory")

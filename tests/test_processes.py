@@ -123,7 +123,7 @@ def test_a_killed_worker_stops_the_run(plain, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("bad", [0, 65, True, "2"])
 def test_processes_must_be_a_count(bad):
-    with pytest.raises(UsageError, match="--processes must be in 1..64"):
+    with pytest.raises(UsageError, match="processes must be"):
         AlignOptions(processes=bad).validate()
 
 
@@ -137,7 +137,7 @@ def test_cli_names_the_workers(plain, tmp_path, capsys):
     assert cli.main(["align", "--no-progress", "-t", "2", "--processes", "2", "--batch-size", "100", REF, plain,
                      "-o", str(out)]) == 0
     err = capsys.readouterr().err
-    assert "note: processes: 2 workers (1 threads, 1 batches side by side each)" in err
+    assert "note: processes: 2 workers (1 thread, 1 batch side by side each)" in err
     assert "chunks in" in err
     _align(tmp_path / "one.sam", plain)
     assert _body(out) == _body(tmp_path / "one.sam")
