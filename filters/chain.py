@@ -8,8 +8,9 @@ from pymap.plugins import Filter
 
 class FilterChain(Filter):
     """Applies filters in order; a pair is accepted when every stage accepts it. The estimate is
-    the last stage's. `accepted[i]` counts the pairs stage i accepted (reported by the CLI); `lock`
-    guards the counts."""
+    the last stage's. `accepted[i]` counts the pairs stage i accepted (`pymap filter` reports it);
+    `lock` guards the counts; last_passed() gives this thread's last call's counts per stage (a
+    batch's, for the run summary)."""
     name = "chain"
 
     def __init__(self, stages, names):
@@ -18,6 +19,7 @@ class FilterChain(Filter):
         self.accepted = [0] * len(self.stages)
         self.seen = 0
         self.lock = threading.RLock()
+        self._last = threading.local()
 
     @property
     def concurrent(self):
@@ -40,7 +42,12 @@ class FilterChain(Filter):
             self.seen += n
             for k, m in enumerate(passed):
                 self.accepted[k] += m
+        self._last.passed = passed
         return accept, estimate
+
+    def last_passed(self):
+        """[(stage name, pairs it accepted)] of this thread's last call."""
+        return list(zip(self.names, getattr(self._last, "passed", [0] * len(self.stages))))
 
     def filter_pairs(self, reads, refs, max_edits):
         return self._run(lambda s, i: s.filter_pairs(reads[i], refs[i], max_edits), reads.shape[0])

@@ -294,7 +294,7 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
     st = run.stats
     st.seconds["total"] = time.perf_counter() - t0
     if summary:
-        _log(summary_line(st, run.filter_counts()))
+        _log(summary_line(st))
         if run.model is not None:
             _log(run.model.describe())
             _log(f"mate rescue: {st.rescue_windows} mates searched, {st.rescue_candidates} window positions, "
@@ -349,10 +349,6 @@ class LocalRun:
                 mapped, batches = spread_over_gpus(mapped), enumerate(batches)
             yield from ordered_map(mapped, batches, side_by_side, pause)
         self.stats.filter_slack = pipe.slack.summary()
-
-    def filter_counts(self):
-        filt = self.pipe.filt
-        return list(zip(filt.names, filt.accepted)) if hasattr(filt, "accepted") else None
 
     def notes(self):
         return self.pipe.seeder.run_notes() + self.pipe.slack.notes()
@@ -429,7 +425,7 @@ def insert_model(pipe, batches, options, side_by_side=1, hits_of=None):
     return insert.learn(np.concatenate(inserts) if inserts else []), itertools.chain(held, rest)
 
 
-def summary_line(st, filter_counts=None):
+def summary_line(st):
     unm = ", ".join(f"{k} {v}" for k, v in st.unmapped.items() if v)
     parts = [f"{st.reads} reads", f"{st.mapped} mapped", f"{st.reads - st.mapped} unmapped" + (f" ({unm})" if unm else ""),
              f"{st.secondary} secondary", f"{st.supplementary} supplementary"
@@ -437,8 +433,8 @@ def summary_line(st, filter_counts=None):
              f"{st.accepted} passed the filter" + (f" (run at e+{st.filter_slack})" if st.filter_slack else ""),
              f"{st.aligned} aligned" + (f" ({st.rescued} rejected candidates of weak reads extended)"
                                         if st.rescued else "")]
-    if filter_counts:
-        parts.append("filter accepts " + ", ".join(f"{n} {a}" for n, a in filter_counts))
+    if st.filter_stages:
+        parts.append("filter accepts " + ", ".join(f"{n} {a}" for n, a in st.filter_stages.items()))
     stages = ", ".join(f"{k} {v:.2f}" for k, v in st.seconds.items() if k != "total")
     parts.append(f"{st.seconds.get('total', 0):.2f} s" + (f" ({stages})" if stages else ""))
     if st.on_gpu:

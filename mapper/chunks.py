@@ -218,9 +218,6 @@ class ChunkedRun:
         """Reads in a chunk, or pairs when paired (as a batch of LocalRun)."""
         return self.options.pairs_per_batch if self.paired else self.options.batch_size
 
-    def filter_counts(self):
-        return None
-
     def remove_scratch(self):
         import shutil
         if self.scratch:

@@ -48,6 +48,7 @@ class RunStats:
     seconds: dict = field(default_factory=dict)
     filter_slack: str = None   # the allowance the filter ran with ("0", "0..1", "e")
     on_gpu: tuple = ()         # the stages that ran on a GPU ("seed", "filter", "extend")
+    filter_stages: dict = field(default_factory=dict)   # a filter chain: pairs each stage accepted
 
     def add_time(self, key, dt):
         self.seconds[key] = self.seconds.get(key, 0.0) + dt
@@ -191,6 +192,10 @@ class Pipeline:
         run at e + the measured (or --filter-slack) allowance."""
         thresholds = self.slack.thresholds(cands.lengths, cands.max_edits)
         accept, est = self.filt.filter_candidates(cands.with_max_edits(thresholds))
+        stats = getattr(self._local, "stats", None)
+        if stats is not None and hasattr(self.filt, "last_passed"):
+            for name, n in self.filt.last_passed():
+                stats.filter_stages[name] = stats.filter_stages.get(name, 0) + n
         accept = np.asarray(accept, np.bool_)
         if accept.shape != (len(cands),) or np.shape(est) != (len(cands),):
             raise PluginContractError(f"filter {self.filt.name!r} returned {accept.shape} decisions for "

@@ -57,6 +57,15 @@ def test_summary_allowance_as_one_process(tmp_path):
         assert _align(tmp_path / "p2.sam", processes=2, batch_size=500, threads=2, **kw).filter_slack == one
 
 
+def test_summary_counts_of_a_filter_chain_as_one_process(tmp_path):
+    """What each stage of a filter chain accepted: the same from worker processes as from one."""
+    one = _align(tmp_path / "one.sam", filter="shouji,sneakysnake").filter_stages
+    assert list(one) == ["shouji", "sneakysnake"] and one["shouji"] >= one["sneakysnake"] > 0
+    assert _align(tmp_path / "p2.sam", filter="shouji,sneakysnake", processes=2, batch_size=500,
+                  threads=2).filter_stages == one
+    assert "filter accepts shouji " in api.summary_line(_align(tmp_path / "s.sam", filter="shouji,sneakysnake"))
+
+
 @pytest.mark.parametrize("reads", ["plain", "gzip"])
 def test_single_end_same_records_as_one_process(plain, tmp_path, reads):
     path = plain if reads == "plain" else READS
