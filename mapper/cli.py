@@ -32,31 +32,34 @@ def _edits(text):
     return value
 
 
-def _add_stage_args(p):
+def _add_stage_args(p, mapping=True):
+    """The options of the pipeline's stages; without mapping, only those of seeding (`candidates`)."""
     p.add_argument("--seeder", help="seeder plugin (default: neighborhood up to 100 Mbp, minimizer above)")
     p.add_argument("--seeder-opt", action="append", metavar="KEY=VALUE", default=[],
                    help="seeder option, repeatable (e.g. step=4, e_nb=1, seed_len=12)")
-    p.add_argument("--filter", default="gatekeeper-gpu",
-                   help="filter plugin, or a chain a,b (default: %(default)s)")
-    p.add_argument("--filter-opt", action="append", metavar="KEY=VALUE", default=[],
-                   help="filter option, repeatable (e.g. device=gpu); NAME.KEY=VALUE for one stage of a chain")
-    p.add_argument("--extender", help="extender plugin (default: affine; banded with --all)")
-    p.add_argument("--extender-opt", action="append", metavar="KEY=VALUE", default=[],
-                   help="extender option, repeatable (e.g. band=30)")
-    g = p.add_argument_group("scoring (bwa-mem's letters and defaults; extenders that score)")
-    for letter, key, text in (("A", "match", "score of a match [1]"), ("B", "mismatch", "mismatch penalty [4]"),
-                              ("O", "gap_open", "gap open penalty [6]"),
-                              ("E", "gap_ext", "gap extension penalty; a gap of k costs O + k*E [1]")):
-        g.add_argument(f"-{letter}", dest=key, type=int, metavar="INT", help=text)
-    g.add_argument("-L", dest="clip", metavar="INT[,INT]", help="clipping penalty of each read end [5,5]")
-    g.add_argument("-T", dest="min_score", type=int, metavar="INT", help="minimum score of an alignment [30]")
+    if mapping:
+        p.add_argument("--filter", default="gatekeeper-gpu",
+                       help="filter plugin, or a chain a,b (default: %(default)s)")
+        p.add_argument("--filter-opt", action="append", metavar="KEY=VALUE", default=[],
+                       help="filter option, repeatable (e.g. device=gpu); NAME.KEY=VALUE for one stage of a chain")
+        p.add_argument("--extender", help="extender plugin (default: affine; banded with --all)")
+        p.add_argument("--extender-opt", action="append", metavar="KEY=VALUE", default=[],
+                       help="extender option, repeatable (e.g. band=30)")
+        g = p.add_argument_group("scoring (bwa-mem's letters and defaults; extenders that score)")
+        for letter, key, text in (("A", "match", "score of a match [1]"), ("B", "mismatch", "mismatch penalty [4]"),
+                                  ("O", "gap_open", "gap open penalty [6]"),
+                                  ("E", "gap_ext", "gap extension penalty; a gap of k costs O + k*E [1]")):
+            g.add_argument(f"-{letter}", dest=key, type=int, metavar="INT", help=text)
+        g.add_argument("-L", dest="clip", metavar="INT[,INT]", help="clipping penalty of each read end [5,5]")
+        g.add_argument("-T", dest="min_score", type=int, metavar="INT", help="minimum score of an alignment [30]")
     p.add_argument("--device", choices=["auto", "cpu", "gpu"],
                    help="where the stages that can use a GPU run (seeder, filter, extender); auto: the GPU "
                         "when one is usable [each stage's default: the filter auto, the others cpu]")
-    p.add_argument("--filter-slack", type=int, metavar="K",
-                   help="run the filter at e + K, allowing for the indels of a semi-global alignment "
-                        "(default: measured per filter, read length and e, the least K that keeps a "
-                        "worst-case set of reads within e; e with --all)")
+    if mapping:
+        p.add_argument("--filter-slack", type=int, metavar="K",
+                       help="run the filter at e + K, allowing for the indels of a semi-global alignment "
+                            "(default: measured per filter, read length and e, the least K that keeps a "
+                            "worst-case set of reads within e; e with --all)")
     p.add_argument("-e", "--max-edits", type=_edits, default=DEFAULT_MAX_EDITS,
                    help="edit distance threshold e: a count (>= 1) or a fraction of the read length "
                         "(< 1) (default: %(default)s)")
@@ -123,10 +126,11 @@ def build_parser():
     p.add_argument("-o", "--output", metavar="FILE")
 
     p = sub.add_parser("candidates", help="write the seeding stage's read/segment pairs")
-    p.add_argument("reference")
-    p.add_argument("reads")
-    p.add_argument("-o", "--output", metavar="FILE")
-    _add_stage_args(p)
+    p.add_argument("reference", help="FASTA (.gz) of the reference")
+    p.add_argument("reads", help="FASTQ or FASTA (.gz) of the reads")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="pair file: read and reference segment, tab-separated, a line per candidate (default: stdout)")
+    _add_stage_args(p, mapping=False)
 
     sub.add_parser("plugins", help="list installed seeders, filters and extenders")
     _add_count_parser(sub)
@@ -176,7 +180,7 @@ def _filter_opts(args):
 
 
 def _extender_opts(args):
-    opts = plugins.parse_options(args.extender_opt)
+    opts = plugins.parse_options(getattr(args, "extender_opt", []))
     for key in ("match", "mismatch", "gap_open", "gap_ext", "clip", "min_score"):
         if getattr(args, key, None) is not None:
             opts[key] = getattr(args, key)
@@ -186,11 +190,12 @@ def _extender_opts(args):
 def _options(args, **extra):
     if args.threads < 0:
         raise UsageError(f"-t/--threads must be >= 1 (0 = all cores), got {args.threads}")
+    mapping = {} if not hasattr(args, "filter") else dict(   # `candidates` has the seeding options only
+        filter=args.filter, filter_opts=plugins.parse_options(args.filter_opt), extender=args.extender,
+        extender_opts=_extender_opts(args), filter_slack=args.filter_slack)
     return AlignOptions(max_edits=args.max_edits, threads=args.threads, seeder=args.seeder,
-                        seeder_opts=plugins.parse_options(args.seeder_opt), filter=args.filter,
-                        filter_opts=plugins.parse_options(args.filter_opt), extender=args.extender,
-                        extender_opts=_extender_opts(args), device=getattr(args, "device", None),
-                        filter_slack=args.filter_slack, batch_size=args.batch_size, **extra)
+                        seeder_opts=plugins.parse_options(args.seeder_opt), device=getattr(args, "device", None),
+                        batch_size=args.batch_size, **mapping, **extra)
 
 
 @contextlib.contextmanager

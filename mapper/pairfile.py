@@ -61,7 +61,7 @@ def candidate_pairs(ref_path, reads_path, out, options=None, index_path=None):
     pipe = make_pipeline(ref_path, options, index_path)
     pipe.filt.close()
     count = 0
-    for batch in read_batches(reads_path, options.batch_size):
+    for batch in read_batches(reads_path, pipe.opt.batch_size):
         batch.with_rc()
         maxe, reason = pipe.read_limits(batch)
         cands = pipe.candidates(batch, maxe, reason)

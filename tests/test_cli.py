@@ -147,6 +147,19 @@ def test_a_broken_plugin_is_named(ref, tmp_path, name, words):
     assert not (tmp_path / "o.sam").exists()
 
 
+def test_candidates_writes_the_seeding_pairs(ref, tmp_path):
+    """`pymap candidates`: a line per candidate, read and reference segment of one length, as many as
+    it says; the options of later stages are not its own."""
+    res = pymap("candidates", ref, EX_READS, "-o", tmp_path / "c.txt")
+    assert res.returncode == 0, res.stderr
+    lines = (tmp_path / "c.txt").read_text().splitlines()
+    said = int(res.stderr.decode().split(" candidate pairs")[0].split()[-1])
+    assert said == len(lines) >= 2000
+    assert all(len(read) == len(seg) and set(read + seg) <= set("ACGTN") for read, seg in
+               (line.split("\t") for line in lines))
+    assert_error(pymap("candidates", ref, EX_READS, "--filter", "edlib"), 2, "unrecognized", "--filter")
+
+
 def test_missing_files(ref, tmp_path):
     assert_error(pymap("align", tmp_path / "nope.fa", EX_READS), 1, "no such file")
     assert_error(pymap("align", ref, tmp_path / "nope.fq"), 1, "no such file")
