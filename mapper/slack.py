@@ -8,13 +8,13 @@ indels (shifted masks) and need less. `SlackTable` finds, per filter and (read l
 smallest allowance k <= e for which the filter accepts every pair of a fixed worst-case set at
 threshold e + k: reads with 1..e indel bases (insertions and deletions, in one or several gaps, at
 the left end, the right end and in the middle), the remaining edits as substitutions, each seen
-from the alignment's first and its last diagonal. The set depends only on (L, e), so the threshold
-and the output do not depend on batches, threads or workers.
+from the alignment's first and its last diagonal (pymap.kernels.worst_cases). The set depends only
+on (L, e), so the threshold and the output do not depend on batches, threads or workers.
 
-Measuring costs about 0.1 s per (L, e) (trimmed reads bring a hundred lengths), so the allowances
-are kept in the user's cache (~/.cache/pymap/slack), keyed by the filter's class, options (not
-its device) and source: a value found there is the value the measurement gives. The first
-measurement of a run says so on stderr (a first run on trimmed reads measures for seconds).
+Measuring costs 3-90 ms per (L, e), most of it the filter's own calls (trimmed reads bring a
+hundred lengths or more), so the allowances are kept in the user's cache (~/.cache/pymap/slack),
+keyed by the filter's class, options (not its device) and source and the set's version: a value
+found there is the value the measurement gives. The first measurement of a run says so on stderr.
 """
 import contextlib
 import hashlib
@@ -26,78 +26,7 @@ import threading
 
 import numpy as np
 
-_BASES = np.frombuffer(b"ACGT", np.uint8)
-
-
-def worst_case_pairs(length, e, reps=6):
-    """(reads, refs) uint8 ASCII arrays (n, length): reads within e edits (semi-global) of a
-    reference stretch, each paired with the equal-length segment at its first or last diagonal."""
-    rng = np.random.default_rng(length * 1009 + e)
-    reads, refs = [], []
-    if e == 0 or length < 4 * e + 8:
-        return np.empty((0, length), np.uint8), np.empty((0, length), np.uint8)
-    for k in range(1, e + 1):                      # indel bases
-        for where in ("left", "middle", "right"):
-            for kind in (b"I", b"D", b"M"):        # insertions, deletions, mixed
-                for rep in range(reps):
-                    ngaps = 1 if rep == 0 else int(rng.integers(1, k + 1))
-                    subs = 0 if rep == 0 else int(rng.integers(0, e - k + 1))
-                    pair = _make_case(rng, length, k, ngaps, subs, where, kind)
-                    if pair is not None:
-                        for read, ref in pair:
-                            reads.append(read)
-                            refs.append(ref)
-    if not reads:
-        return np.empty((0, length), np.uint8), np.empty((0, length), np.uint8)
-    return np.stack(reads), np.stack(refs)
-
-
-def _make_case(rng, length, k, ngaps, subs, where, kind):
-    window = rng.choice(_BASES, size=length + 3 * k + 8)
-    # gap sizes summing to k, and each gap's type
-    cuts = np.sort(rng.choice(np.arange(1, k), size=min(ngaps, k) - 1, replace=False)) if k > 1 else []
-    sizes = np.diff(np.concatenate([[0], cuts, [k]])).astype(int)
-    if kind == b"M":
-        types = rng.choice([b"I", b"D"], size=sizes.size)
-    else:
-        types = [kind] * sizes.size
-    span = max(8, length // 6)
-    lo = {"left": 0, "middle": length // 2 - span // 2, "right": length - span}[where]
-    at = np.sort(rng.integers(lo, lo + span, size=sizes.size))
-    # build the read from the window, left to right: copy runs of the window between the gaps (a
-    # gap whose position an earlier insertion jumped over is dropped)
-    read = []
-    w = k + 4                                   # aligned start in the window
-    start = w
-    r = 0
-    gi = 0
-    while r < length:
-        if gi < sizes.size and r == at[gi]:
-            if types[gi] == b"I":
-                read.extend(rng.choice(_BASES, size=sizes[gi]).tolist())
-                r += sizes[gi]
-            else:
-                w += sizes[gi]
-            gi += 1
-            continue
-        stop = at[gi] if gi < sizes.size and at[gi] > r else length
-        read.extend(window[w:w + stop - r].tolist())
-        w += stop - r
-        r = stop
-    read = np.array(read[:length], np.uint8)
-    end = w
-    # substitutions next to the gaps half of the time (they shorten the masks' zero runs)
-    near = np.clip(np.concatenate([at - 1 - rng.integers(0, 3, at.size), at + 1 + rng.integers(0, 3, at.size)]),
-                   0, length - 1)
-    pool = np.unique(near) if rng.random() < 0.5 and subs <= np.unique(near).size else np.arange(length)
-    for p in rng.choice(pool, size=subs, replace=False):
-        read[p] = _BASES[(np.flatnonzero(_BASES == read[p])[0] + 1 + rng.integers(0, 3)) % 4]
-    first = window[start:start + length]
-    last = window[end - length:end] if end - length >= 0 else None
-    out = [(read, first)]
-    if last is not None and last.shape[0] == length:
-        out.append((read.copy(), last))
-    return out
+from pymap.kernels import worst_cases
 
 
 def filter_identity(filt):
@@ -143,7 +72,7 @@ class SlackTable:
     def _load_cache(self):
         from pymap.jitcache import cache_dir
         try:
-            key = hashlib.sha1(filter_identity(self.filter).encode()).hexdigest()
+            key = hashlib.sha1(f"{filter_identity(self.filter)}|cases {worst_cases.VERSION}".encode()).hexdigest()
         except (TypeError, OSError):
             return                          # a filter whose source cannot be read: measure each run
         self.cache_path = os.path.join(cache_dir("slack"), key + ".json")
@@ -187,13 +116,13 @@ class SlackTable:
                     if not self.announced:
                         self.announced = True
                         print(f"[pymap] measuring filter '{getattr(self.filter, 'name', '?')}''s threshold "
-                              f"allowance for read lengths not seen before (about 0.1 s each, once: kept in "
+                              f"allowance for read lengths not seen before (milliseconds each, once: kept in "
                               f"{os.path.dirname(self.cache_path or '') or 'memory'})", file=sys.stderr, flush=True)
                     self.table[key] = self._measure(*key)
             return self.table[key]
 
     def _measure(self, length, e):
-        reads, refs = worst_case_pairs(length, e)
+        reads, refs = worst_cases.worst_case_pairs(length, e)
         if reads.shape[0] == 0:
             return e
         # a chain counts what each stage accepts for the summary: the measurement is not a run (its
