@@ -169,7 +169,11 @@ def index_file(seeder, reference, ref_path, index_path=None):
         return path
     genome_len = int(reference.codes.shape[0])
     params = build(genome_len)
-    if params == type(seeder)().build_params(genome_len):
+    try:
+        default = type(seeder)().build_params(genome_len)
+    except TypeError:           # a plugin's seeder that cannot be made without options: its own path
+        return path
+    if params == default:
         return path
     tag = zlib.crc32(json.dumps(params, sort_keys=True).encode()) & 0xFFFFFFFF
     return f"{path[:-len('.idx')]}.{tag:08x}.idx" if path.endswith(".idx") else f"{path}.{tag:08x}"

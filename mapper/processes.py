@@ -237,8 +237,8 @@ class ProcessRun(chunks.ChunkedRun):
         return self.tally.notes + [
             f"processes: {self.n} workers{where} ({_count(self.options.thread_count, 'thread')}, "
             f"{_count(self.options.batches, 'batch', 'batches')} side by side each), "
-            f"ready after {ready[0]:.2f}..{ready[-1]:.2f} s, first chunk back after {self.t_first or 0:.2f} s, {self.chunks_done} chunks in "
-            f"{time.perf_counter() - self.t0:.2f} s"]
+            f"ready after {ready[0]:.2f}..{ready[-1]:.2f} s, first chunk back after {self.t_first or 0:.2f} s, "
+            f"{self.chunks_done} chunks in {time.perf_counter() - self.t0:.2f} s"]
 
     def close(self):
         """Stop the workers and remove the scratch directory. Each worker thread ends at a None, or
