@@ -115,8 +115,9 @@ class SlackTable:
                 else:
                     if not self.announced:
                         self.announced = True
-                        print(f"[pymap] measuring filter '{getattr(self.filter, 'name', '?')}''s threshold "
-                              f"allowance for read lengths not seen before (milliseconds each, once: kept in "
+                        print(f"[pymap] measuring the threshold allowance of filter "
+                              f"'{getattr(self.filter, 'name', '?')}' for read lengths not seen before "
+                              f"(milliseconds each, once: kept in "
                               f"{os.path.dirname(self.cache_path or '') or 'memory'})", file=sys.stderr, flush=True)
                     self.table[key] = self._measure(*key)
             return self.table[key]

@@ -18,7 +18,7 @@ def test_measured_once_then_taken_from_the_cache(cache_home, capsys, monkeypatch
     table = slack.SlackTable(filt)
     values = {(L, e): table.slack(L, e) for L, e in ((100, 4), (150, 6), (37, 1))}
     assert values[(37, 1)] == 1 and all(0 <= k <= e for (_, e), k in values.items())
-    assert capsys.readouterr().err.count("measuring filter 'gatekeeper-gpu'") == 1    # said once
+    assert capsys.readouterr().err.count("allowance of filter 'gatekeeper-gpu'") == 1    # said once
     table.save()
     # another run, on the other device: the same cache entry (decisions do not depend on it)
     again = slack.SlackTable(api.make_filter("gatekeeper-gpu", {"device": "auto"}))
