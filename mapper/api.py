@@ -277,10 +277,11 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
     progress = Progress(options.progress)
     try:
         writer = run.writer(out, header, ref_path)
-        batches = run.sam_batches(reads_path, mates_path, header)
-        if isinstance(run, LocalRun):
-            batches = ahead(batches)        # the next batch is read and mapped while this one is written
+        batches = None
         try:
+            batches = run.sam_batches(reads_path, mates_path, header)
+            if isinstance(run, LocalRun):
+                batches = ahead(batches)    # the next batch is read and mapped while this one is written
             for text in batches:
                 writer.write(text)
                 progress.update(run.stats.reads)
@@ -291,7 +292,8 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
             writer.abort()
             raise
         finally:
-            batches.close()                 # no batch is mapped any more when the stages close
+            if batches is not None:
+                batches.close()             # no batch is mapped any more when the stages close
     finally:
         run.close()
     progress.update(run.stats.reads, final=True)

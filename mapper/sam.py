@@ -178,10 +178,17 @@ class SamWriter:
         self.path = None if path == "-" else path
         self.format = output_format(path)
         self.sort = sort
-        self.tmp = self.proc = self.ref_copy = self.index_tmp = None
+        self.tmp = self.proc = self.ref_copy = self.index_tmp = self.fh = self.sort_prefix = None
         self.in_place = self.path is not None and outfile.in_place(self.path)
         self.index_suffix = (index_suffix(self.format, max_contig_len) if sort and self.path and not self.in_place
                              else None)
+        try:
+            self._start(header, ref_path, threads, sort, level)
+        except BaseException:       # Ctrl-C or SIGTERM while starting: its temporaries go too
+            self.abort()
+            raise
+
+    def _start(self, header, ref_path, threads, sort, level):
         to_stdout = self.path is None
         if not to_stdout:
             self.tmp = self.path if self.in_place else outfile.temporary(self.path)
@@ -248,12 +255,12 @@ class SamWriter:
             self.proc.kill()
             self.proc.wait()
             self.proc.err.close()
-            self._discard_temporaries()
+        self._discard_temporaries()
         if not self.in_place:
             outfile.discard(self.tmp, self.index_tmp)
 
     def _discard_temporaries(self):
-        if self.sort:
+        if self.sort_prefix:
             outfile.discard(self.sort_prefix, *glob.glob(glob.escape(self.sort_prefix) + ".*.bam"))
         if self.ref_copy:
             shutil.rmtree(self.ref_copy, ignore_errors=True)

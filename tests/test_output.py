@@ -191,3 +191,19 @@ def test_an_earlier_output_is_replaced_whole(tmp_path, ext):
     _align(out)
     assert not out.is_symlink() and len(_records(out)[1]) == 2000 and target.read_bytes() == b"not pymap's"
     assert sorted(os.listdir(tmp_path)) == ["kept.txt", f"out.{ext}"]
+
+
+def test_writer_stopped_while_starting_leaves_nothing(tmp_path, monkeypatch):
+    """Ctrl-C or SIGTERM while the writer starts htslib (its temporary output, index and sort files
+    made already): they are removed."""
+    from pymap import sam
+
+    def stopped(*args, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sam, "samtools", stopped)
+    header = pysam.AlignmentHeader.from_dict({"HD": {"VN": "1.6"}, "SQ": [{"SN": "c", "LN": 100}]})
+    for name, sort in (("x.bam", True), ("y.bam", False)):
+        with pytest.raises(KeyboardInterrupt):
+            sam.SamWriter(str(tmp_path / name), header, sort=sort)
+    assert os.listdir(tmp_path) == []
