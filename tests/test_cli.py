@@ -236,6 +236,12 @@ def test_broken_pipe_is_quiet(ref):
     assert b"Traceback" not in res.stderr and b"error" not in res.stderr
 
 
+def _default_sigint():
+    """The child takes SIGINT as a terminal's Ctrl-C: a shell without job control starts background
+    jobs (a CI run, say) with SIGINT ignored, and Python's children inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig, code, said", [(signal.SIGINT, 130, b"interrupted"),
                                              (signal.SIGTERM, 143, b"terminated")])
 def test_interrupt_leaves_no_partial_index(tmp_path, sig, code, said):
@@ -243,7 +249,8 @@ def test_interrupt_leaves_no_partial_index(tmp_path, sig, code, said):
     import numpy as np
     rng = np.random.default_rng(0)
     big.write_text(">big\n" + "".join(rng.choice(list("ACGT"), 3_000_000)) + "\n")
-    proc = subprocess.Popen([sys.executable, "-m", "pymap.cli", "index", str(big)], stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-m", "pymap.cli", "index", str(big)], stderr=subprocess.PIPE,
+                            preexec_fn=_default_sigint)
     time.sleep(4)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
@@ -262,14 +269,15 @@ def test_stopped_align_leaves_no_partial_output(ref, tmp_path, sig, code):
     out = tmp_path / "out" / "x.bam"
     out.parent.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "pymap.cli", "align", str(ref), "-", "-o", str(out), "--sort",
-                             "--no-progress", "--batch-size", "100"], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+                             "--no-progress", "--batch-size", "100"], stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=_default_sigint)
     proc.stdin.write(open(EX_READS, "rb").read())
     proc.stdin.flush()
     deadline = time.time() + 120
     while not os.listdir(out.parent) and time.time() < deadline and proc.poll() is None:
         time.sleep(0.1)
     assert os.listdir(out.parent), "no partial output appeared"
-    time.sleep(3)                   # past the start (kernel loads or compiles): waiting for more reads
+    time.sleep(0.5)
     proc.send_signal(sig)
     proc.stdin.close()
     err = proc.stderr.read()
