@@ -72,6 +72,9 @@ def route_options(kind, names, opts):
 
 
 def set_threads(threads):
+    """Numba's threads for the kernels: threads, or all cores for 0 (a negative count: UsageError)."""
+    if threads < 0:
+        raise UsageError(f"-t/--threads must be >= 1 (0 = all cores), got {threads}")
     import numba
     numba.set_num_threads(max(1, min(threads or os.cpu_count() or 1, numba.config.NUMBA_NUM_THREADS)))
 

@@ -52,14 +52,13 @@ def _add_stage_args(p, mapping=True):
             g.add_argument(f"-{letter}", dest=key, type=int, metavar="INT", help=text)
         g.add_argument("-L", dest="clip", metavar="INT[,INT]", help="clipping penalty of each read end [5,5]")
         g.add_argument("-T", dest="min_score", type=int, metavar="INT", help="minimum score of an alignment [30]")
-    p.add_argument("--device", choices=["auto", "cpu", "gpu"],
-                   help="where the stages that can use a GPU run (seeder, filter, extender); auto: the GPU "
-                        "when one is usable [each stage's default: the filter auto, the others cpu]")
-    if mapping:
         p.add_argument("--filter-slack", type=int, metavar="K",
                        help="run the filter at e + K, allowing for the indels of a semi-global alignment "
                             "(default: measured per filter, read length and e, the least K that keeps a "
                             "worst-case set of reads within e; e with --all)")
+    p.add_argument("--device", choices=["auto", "cpu", "gpu"],
+                   help="where the stages that can use a GPU run (seeder, filter, extender); auto: the GPU "
+                        "when one is usable [each stage's default: the filter auto, the others cpu]")
     p.add_argument("-e", "--max-edits", type=_edits, default=DEFAULT_MAX_EDITS,
                    help="edit distance threshold e: a count (>= 1) or a fraction of the read length "
                         "(< 1) (default: %(default)s)")
@@ -236,8 +235,6 @@ def run(args, argv):
     if args.command in ("index", "align", "candidates", "filter"):
         jitcache.announce_compiles()
     if args.command == "index":
-        if args.threads < 0:
-            raise UsageError(f"-t/--threads must be >= 1 (0 = all cores), got {args.threads}")
         api.set_threads(args.threads)
         api.build_index(args.reference, args.seeder, plugins.parse_options(args.seeder_opt), args.output)
     elif args.command == "align":

@@ -110,11 +110,13 @@ def load_without_bitcode():
     library = codegen.CPUCodeLibrary
     numba_unserialize = library.__dict__.get("_unserialize")
     numba_linking = library.__dict__.get("_get_module_for_linking")
-    if getattr(numba_unserialize, "pymap_quick", False) or not isinstance(numba_unserialize, classmethod) \
-            or numba_linking is None or not all(hasattr(library, name) for name in (
-                "enable_object_caching", "_set_compiled_object", "_finalize_final_module")):
+    if not isinstance(numba_unserialize, classmethod) or numba_linking is None or not all(
+            hasattr(library, name) for name in ("enable_object_caching", "_set_compiled_object",
+                                                "_finalize_final_module")):
         return
     numba_unserialize = numba_unserialize.__func__
+    if getattr(numba_unserialize, "pymap_quick", False):      # done already (a classmethod keeps no attributes)
+        return
 
     def _unserialize(cls, codegen_, state):
         name, kind, data = state

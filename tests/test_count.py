@@ -604,6 +604,9 @@ def test_cached_kernels_load_without_numba_registries(tmp_path):
         from numba.core import codegen
         from pymap import jitcache
         jitcache.prepare_numba()
+        patched = codegen.CPUCodeLibrary.__dict__["_unserialize"]
+        jitcache.prepare_numba()                    # the CLI and the API module both prepare: once it is
+        assert codegen.CPUCodeLibrary.__dict__["_unserialize"] is patched
         parse, parsed = codegen.ll.parse_bitcode, []
         codegen.ll.parse_bitcode = lambda data: parsed.append(1) or parse(data)
         from kmod import doubled
