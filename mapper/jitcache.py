@@ -49,10 +49,12 @@ def numba_without_scipy():
 def prepare_numba():
     """Numba ready to load pymap's kernels quickly: its array support without SciPy
     (numba_without_scipy), cached kernels loaded without a registry refresh (load_without_refresh)
-    and without parsing their linking bitcode (load_without_bitcode)."""
+    and without parsing their linking bitcode (load_without_bitcode), Numba's runtime functions
+    loaded too (runtime_from_cache)."""
     numba_without_scipy()
     load_without_refresh()
     load_without_bitcode()
+    runtime_from_cache()
 
 
 def load_without_refresh():
@@ -141,6 +143,53 @@ def load_without_bitcode():
     _unserialize.pymap_quick = True
     library._unserialize = classmethod(_unserialize)
     library._get_module_for_linking = _get_module_for_linking
+
+
+def runtime_from_cache():
+    """Load the LLVM functions of Numba's runtime (NRT: reference counts, atomics) from pymap's
+    cache instead of compiling them in every process (30-50 ms of each run's start, before its
+    first kernel loads). The cached machine code is keyed by the Numba and llvmlite versions and
+    the host CPU (the key Numba's own cache uses); a missing or unreadable entry compiles as
+    Numba does and is written for the next run."""
+    from numba.core.runtime import nrtdynmod
+
+    numba_compile = nrtdynmod.compile_nrt_functions
+    if getattr(numba_compile, "pymap_quick", False) or not hasattr(nrtdynmod, "create_nrt_module"):
+        return
+
+    def compile_nrt_functions(ctx):
+        import pickle
+        import zlib
+
+        import llvmlite
+        import numba
+
+        codegen = ctx.codegen()
+        if not hasattr(codegen, "magic_tuple"):
+            return numba_compile(ctx)
+        key = zlib.crc32(repr((numba.__version__, llvmlite.__version__, codegen.magic_tuple())).encode())
+        path = os.path.join(os.environ.get("NUMBA_CACHE_DIR") or cache_dir(), f"nrt-{key:08x}.pkl")
+        try:
+            with open(path, "rb") as f:
+                return codegen.unserialize_library(pickle.load(f))
+        except Exception:              # absent, or left by another version: compile it
+            pass
+        ir_module, library = nrtdynmod.create_nrt_module(ctx)
+        library.enable_object_caching()
+        library.add_ir_module(ir_module)
+        library.finalize()
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            part = f"{path}.{os.getpid()}.part"
+            with open(part, "wb") as f:
+                pickle.dump(library.serialize_using_object_code(), f)
+            os.replace(part, path)
+        except OSError:
+            pass
+        return library
+
+    compile_nrt_functions.pymap_quick = True
+    nrtdynmod.compile_nrt_functions = compile_nrt_functions
 
 
 def _elf_symbols(obj):

@@ -582,8 +582,8 @@ def test_scipy_hidden_only_while_numba_loads():
 
 def test_cached_kernels_load_without_numba_registries(tmp_path):
     """After jitcache.prepare_numba a kernel loaded from the cache runs, arrays allocated through Numba's
-    runtime included, without Numba's registries installed and without its linking bitcode parsed
-    (the first run compiles, which installs them); kernels compiled afterwards in the same process
+    runtime included, without Numba's registries installed, without its linking bitcode parsed and
+    with the runtime's functions loaded from pymap's cache (the first run compiles, which installs them); kernels compiled afterwards in the same process
     still compile and run, one that calls the loaded kernel included (it links that bitcode). The
     symbols read from the machine code's ELF table are those Numba lists from the bitcode."""
     (tmp_path / "kmod.py").write_text(textwrap.dedent("""
@@ -602,8 +602,11 @@ def test_cached_kernels_load_without_numba_registries(tmp_path):
         import numpy as np
         from numba import njit
         from numba.core import codegen
+        from numba.core.runtime import nrtdynmod
         from pymap import jitcache
         jitcache.prepare_numba()
+        create, created = nrtdynmod.create_nrt_module, []
+        nrtdynmod.create_nrt_module = lambda ctx: created.append(1) or create(ctx)
         patched = codegen.CPUCodeLibrary.__dict__["_unserialize"]
         jitcache.prepare_numba()                    # the CLI and the API module both prepare: once it is
         assert codegen.CPUCodeLibrary.__dict__["_unserialize"] is patched
@@ -611,7 +614,8 @@ def test_cached_kernels_load_without_numba_registries(tmp_path):
         codegen.ll.parse_bitcode = lambda data: parsed.append(1) or parse(data)
         from kmod import doubled
         assert doubled(5).tolist() == [0, 2, 4, 6, 8]
-        seen = {"registries": "numba.cpython.mathimpl" in sys.modules, "parsed on load": len(parsed)}
+        seen = {"registries": "numba.cpython.mathimpl" in sys.modules, "parsed on load": len(parsed),
+                "runtime compiled": len(created)}
         lib = doubled.overloads[doubled.signatures[0]].library
         if seen["registries"]:                      # compiled in this run: its ELF symbols against Numba's list
             module = lib._get_module_for_linking()
@@ -630,5 +634,7 @@ def test_cached_kernels_load_without_numba_registries(tmp_path):
     for res in runs:
         assert res.returncode == 0, res.stderr[-2000:]
     assert [json.loads(res.stdout) for res in runs] == [
-        {"registries": True, "parsed on load": 0, "elf symbols as listed": True, "parsed to link": 0},
-        {"registries": False, "parsed on load": 0, "parsed to link": 1}]
+        {"registries": True, "parsed on load": 0, "runtime compiled": 1, "elf symbols as listed": True,
+         "parsed to link": 0},
+        {"registries": False, "parsed on load": 0, "runtime compiled": 0, "parsed to link": 2}]
+    assert len(list((tmp_path / "cache").glob("nrt-*.pkl"))) == 1
