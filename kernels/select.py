@@ -3,6 +3,12 @@ import numpy as np
 from numba import njit
 
 MAPQ_MAX = 60
+#: the longest period of a read's aligned part that periodic_parts looks for (homopolymers to
+#: tetranucleotide repeats)
+MAX_PERIOD = 4
+#: bwa mem's MAPQ takes a match of its minimum seed length (19 bases) as the runner-up any hit has by
+#: chance, which keeps a short alignment's MAPQ low however unique it is (length_cap)
+CHANCE_MATCH = 19
 
 
 @njit(cache=True, nogil=True)
@@ -36,6 +42,49 @@ def mapq_from_scores(best, n_best, sub, has_sub, floor, unit):
 
 
 @njit(cache=True, nogil=True)
+def length_cap(best, part, match):
+    """The highest MAPQ of a hit scoring best over `part` read bases: bwa mem's MAPQ of such a hit
+    whose only runner-up is a chance match of CHANCE_MATCH bases, 30 (1 - CHANCE_MATCH match / best)
+    ln(part). It binds only on short alignments (a 36-base read matching exactly: 50; 150 bases with
+    10 edits: 129, no limit)."""
+    if best <= CHANCE_MATCH * match or part < 2:
+        return 0
+    return int(30.0 * (1.0 - CHANCE_MATCH * match / best) * np.log(part) + 0.499)
+
+
+@njit(cache=True, nogil=True)
+def _has_period(codes, lo, hi, d):
+    """Whether codes[lo:hi] are bases (no N) repeating with period d."""
+    for i in range(lo, hi):
+        if codes[i] > 3 or (i + d < hi and codes[i] != codes[i + d]):
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def periodic_parts(codes, offsets, h_read, h_qbeg, h_qend):
+    """Per hit: whether the read's aligned part [h_qbeg, h_qend) (read orientation) stays periodic,
+    with a period d <= MAX_PERIOD, when d bases of a clip next to it are added: the same read
+    bases then also align d bases further along the read, to the same reference, at the same
+    score (a clipped poly-A or microsatellite part: bwa mem reports that alignment as XS and
+    gives MAPQ 0). Unclipped and N-containing parts are not."""
+    n = h_read.shape[0]
+    out = np.zeros(n, np.bool_)
+    for k in range(n):
+        a = offsets[h_read[k]]
+        length = offsets[h_read[k] + 1] - a
+        qb, qe = h_qbeg[k], h_qend[k]
+        if qe - qb < 2 * MAX_PERIOD or (qb == 0 and qe == length):
+            continue
+        for d in range(1, MAX_PERIOD + 1):
+            if (qb >= d and _has_period(codes, a + qb - d, a + qe, d)) or \
+                    (qe + d <= length and _has_period(codes, a + qb, a + qe + d, d)):
+                out[k] = True
+                break
+    return out
+
+
+@njit(cache=True, nogil=True)
 def _same_part(h_qbeg, h_qend, k, p):
     """Do hits k and p cover mostly the same part of the read: their read intervals overlapping by
     more than half of the shorter (bwa-mem's rule; else one is the other part of a chimeric read)?"""
@@ -47,7 +96,7 @@ def _same_part(h_qbeg, h_qend, k, p):
 def _rivals(h_score, keep, shadow, h_qbeg, h_qend, lo, hi, p):
     """(best score, how many kept hits share it, second-best score, whether there is one) over the
     kept hits lo..hi-1, or only those covering the same part of the read as hit p (p >= 0). A kept
-    hit's shadow (a score merged into it from another start) counts as a runner-up."""
+    hit's shadow (select_hits) counts as a runner-up."""
     nolow = np.iinfo(np.int64).min
     b = np.int64(0)
     nb = 0
@@ -78,8 +127,8 @@ def _rivals(h_score, keep, shadow, h_qbeg, h_qend, lo, hi, p):
 
 
 @njit(cache=True, nogil=True)
-def select_hits(h_read, h_strand, h_start, h_score, h_qbeg, h_qend, n_reads, read_len, read_maxe, match, unit,
-                global_first, seed):
+def select_hits(h_read, h_strand, h_start, h_score, h_qbeg, h_qend, h_periodic, n_reads, read_len, read_maxe, match,
+                unit, global_first, seed):
     """Hits sorted by (read, strand, start), h_score larger is better, [h_qbeg, h_qend) the part of
     the read each aligns; per read its length and most edits; match, unit: the score of a match
     and the cost of an edit. Per read: the best score, how many hits share it, the second-best
@@ -89,10 +138,13 @@ def select_hits(h_read, h_strand, h_start, h_score, h_qbeg, h_qend, n_reads, rea
     one are the same locus and are merged: keep[k] is False for the merged-away ones. Returns
     (best, n_best, sub, has_sub, mapq, primary, keep, shadow); primary[r] = -1 for a read without
     hits, else one of its n_best equal bests, chosen by a hash of (seed, read number); shadow[k] of
-    a kept hit: the best score merged into it from another start (int64 min: none), which counts
-    as a runner-up. A hit aligning another part of the read than the primary (_same_part: the
+    a kept hit: the best score merged into it from another start (int64 min: none), or its own
+    score where h_periodic[k] (periodic_parts: the part also aligns shifted along the read), which
+    counts as a runner-up. A hit aligning another part of the read than the primary (_same_part: the
     other part of a chimeric read) is no rival of it: n_best, sub and MAPQ then count the hits
-    covering the primary's part, and the MAPQ's floor is that of a part that long."""
+    covering the primary's part. The MAPQ's floor is that of a part as long as the primary's aligned
+    part (its clips left out: a read clipped by an adapter or a contig end is no less unique), and
+    the MAPQ at most length_cap of that part."""
     nh = h_read.shape[0]
     keep = np.empty(nh, np.bool_)           # every entry is set below
     # shadow[k] of a kept hit: the best score of the hits merged into it at another start. Distinct
@@ -113,7 +165,7 @@ def select_hits(h_read, h_strand, h_start, h_score, h_qbeg, h_qend, n_reads, rea
                 b += 1
                 if h_score[b] > h_score[bi]:
                     bi = b
-            shadow[bi] = nolow
+            shadow[bi] = h_score[bi] if h_periodic[bi] else nolow
             for k in range(a, b + 1):
                 keep[k] = k == bi
                 if h_start[k] != h_start[bi] and h_score[k] > shadow[bi]:
@@ -153,20 +205,18 @@ def select_hits(h_read, h_strand, h_start, h_score, h_qbeg, h_qend, n_reads, rea
                     break
                 seen += 1
         p = primary[r]
-        length, edits = np.int64(read_len[r]), np.int64(read_maxe[r])
         for k in range(lo, hi):
             if keep[k] and not _same_part(h_qbeg, h_qend, k, p):
                 b, nb, s, hs = _rivals(h_score, keep, shadow, h_qbeg, h_qend, lo, hi, p)
-                part = h_qend[p] - h_qbeg[p]
-                edits = -(-edits * part // max(length, 1))
-                length = part
                 break
         best[r] = b
         n_best[r] = nb
         sub[r] = s
         has_sub[r] = hs
-        floor = length * match - (edits + 1) * unit
-        mapq[r] = mapq_from_scores(b, np.int64(nb), s, hs, floor, np.int64(unit))
+        part = h_qend[p] - h_qbeg[p]
+        edits = -(-np.int64(read_maxe[r]) * part // max(np.int64(read_len[r]), 1))
+        floor = part * match - (edits + 1) * unit
+        mapq[r] = min(mapq_from_scores(b, np.int64(nb), s, hs, floor, np.int64(unit)), length_cap(b, part, match))
     return best, n_best, sub, has_sub, mapq, primary, keep, shadow
 
 
@@ -217,10 +267,11 @@ def pick_supplementary(h_read, h_qbeg, h_qend, h_score, keep, primary, n_reads):
     return supp
 
 
-def supplementary_mapq(h_read, h_qbeg, h_qend, h_score, keep, primary, supp, match, unit, read_maxe,
+def supplementary_mapq(h_read, h_qbeg, h_qend, h_score, keep, shadow, primary, supp, match, unit, read_maxe,
                        read_len):
     """MAPQ of each read's supplementary hit (0 where none), as mapq_from_scores would give it
-    against the other kept hits covering mostly the same part of the read."""
+    against the other kept hits covering mostly the same part of the read and its own shadow
+    (select_hits), at most length_cap."""
     n_reads = supp.shape[0]
     has = np.flatnonzero(supp >= 0)
     mapq = np.zeros(n_reads, np.int64)
@@ -239,12 +290,15 @@ def supplementary_mapq(h_read, h_qbeg, h_qend, h_score, keep, primary, supp, mat
     shorter = np.minimum(h_qend[other] - h_qbeg[other], h_qend[t] - h_qbeg[t])
     other = other[2 * overlap > shorter]
     np.maximum.at(best_other, h_read[other], h_score[other].astype(np.int64))
+    best_other[has] = np.maximum(best_other[has], shadow[s])
     score = h_score[s].astype(np.int64)
     sub = best_other[has]
     has_sub = sub > np.iinfo(np.int64).min
     q = np.where(has_sub, (13 * (score - np.where(has_sub, sub, score))) // unit - 7,
                  20 + (13 * (score - floor)) // unit)
-    mapq[has] = np.clip(q, 0, MAPQ_MAX)
+    chance = CHANCE_MATCH * match
+    cap = np.where(score > chance, 30.0 * (1.0 - chance / np.maximum(score, 1)) * np.log(np.maximum(span, 2)) + 0.499, 0)
+    mapq[has] = np.clip(np.minimum(q, cap.astype(np.int64)), 0, MAPQ_MAX)
     return mapq
 
 

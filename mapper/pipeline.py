@@ -17,8 +17,8 @@ from pymap.kernels.contigs import place_on_contigs
 from pymap.kernels.encoding import count_code
 from pymap.kernels.pairing import pair_hits
 from pymap.kernels.sam import NO_XS, REASONS, format_sam
-from pymap.kernels.select import (MAPQ_MAX, pick_supplementary, query_spans, report_order, select_hits,
-                                  supplementary_mapq)
+from pymap.kernels.select import (MAPQ_MAX, periodic_parts, pick_supplementary, query_spans, report_order,
+                                  select_hits, supplementary_mapq)
 from pymap.kernels.sorting import order_by_group
 from pymap.slack import SlackTable
 
@@ -303,8 +303,9 @@ class Pipeline:
         h.end = h.start + rlen[hit_aln]
         h.ctg = np.searchsorted(self.ref.offsets, h.start, side="right") - 1
         h.qbeg, h.qend = query_spans(aln.cigar, aln.cigar_offsets, hit_aln, h.strand, lengths[h.read])
+        periodic = periodic_parts(batch.codes, batch.offsets, h.read, h.qbeg, h.qend)
         h.best, h.n_best, h.sub, h.has_sub, h.mapq, h.primary, h.keep, h.shadow = select_hits(
-            h.read, h.strand, h.start, h.score, h.qbeg, h.qend, len(batch), lengths, maxe, match, unit,
+            h.read, h.strand, h.start, h.score, h.qbeg, h.qend, periodic, len(batch), lengths, maxe, match, unit,
             batch.first_index, self.opt.seed)
         h.mapq_cap = mapq_cap
         h.mapq = np.minimum(h.mapq, mapq_cap)
@@ -324,7 +325,7 @@ class Pipeline:
         if self.extender.scoring != "edits" and not self.opt.report_all and h.hit_aln.size:
             supp = pick_supplementary(h.read, h.qbeg, h.qend, h.score, h.keep, primary, n)
             ext = self.extender
-            supp_mapq = supplementary_mapq(h.read, h.qbeg, h.qend, h.score, h.keep, primary, supp,
+            supp_mapq = supplementary_mapq(h.read, h.qbeg, h.qend, h.score, h.keep, h.shadow, primary, supp,
                                            ext.match_score, ext.edit_cost, h.maxe, h.lengths)
         return supp, supp_mapq
 

@@ -159,3 +159,45 @@ def test_scoring_letters_reach_the_extender(tmp_path, genome, capsys):
     r = run("--all", "-e", "3")              # --all: the edit-distance model (banded)
     assert r.is_unmapped and r.get_tag("YU") == "over_max_edits"
     assert os.path.exists(out)
+
+
+def test_mapq_of_clipped_parts(tmp_path):
+    """MAPQ of a read aligned in part: a unique part is as unique as a whole read of its length (the
+    floor and length_cap of the part, not of the read: bwa mem gives these 60 and 51); a poly-A part
+    that the read's own A's could also align shifted (bwa: XS = AS) gets 0, its XS its AS."""
+    rng = np.random.default_rng(11)
+    a = rand_seq(rng, 6000) + "A" * 40 + rand_seq(rng, 6000)
+    ref = tmp_path / "ref.fa"
+    ref.write_text(f">chrP\n{a}\n")
+    tail = rand_seq(np.random.default_rng(12), 120)
+    reads = [("part50", a[3000:3050] + ADAPTER + tail[:66]),
+             ("part36", a[9000:9036] + ADAPTER + tail[:80]),
+             ("polyA", "A" * 150)]
+    _, recs = align(tmp_path, ref, reads)
+    r = {x.query_name: x for x in recs if not x.is_supplementary}
+    assert (r["part50"].reference_start, r["part50"].cigarstring, r["part50"].mapping_quality) == (3000, "50M100S", 60)
+    p36 = r["part36"]           # 36 bases, or 37 where the adapter's first base matches by chance: below 60
+    part, score = p36.query_alignment_length, p36.get_tag("AS")
+    assert p36.reference_start == 9000 and part in (36, 37) and p36.cigarstring == f"{part}M{150 - part}S"
+    assert p36.mapping_quality == int(30 * (1 - 19 / score) * np.log(part) + 0.499) in (51, 53)
+    pa = r["polyA"]
+    assert pa.reference_start == 6000 and pa.get_tag("AS") >= 40 and pa.mapping_quality == 0
+    assert pa.get_tag("XS") == pa.get_tag("AS")
+
+
+def test_periodic_parts_as_defined():
+    """A part is periodic when a clip next to it continues its period (d <= 4) for d bases."""
+    from pymap.kernels.select import periodic_parts
+    reads = ["CAGT" * 3 + "A" * 22 + "GTCA" * 3,       # 20 of 22 A's; from 2 bases before them, no period
+             "GCTAGG" + "CA" * 13 + "TTGA",            # a CA repeat whose clip on the right goes on
+             "GCTAGG" + "CA" * 12 + "TTGACC",          # unclipped
+             "ACGTTGCAAGGCTTAACCGGTATCGA"]             # no period
+    codes = np.frombuffer("".join(reads).encode(), np.uint8).copy()
+    for i, base in enumerate(b"ACGT"):
+        codes[codes == base] = i
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in reads])]).astype(np.int64)
+    h_read = np.array([0, 0, 1, 2, 3], np.int64)
+    qbeg = np.array([12, 10, 6, 0, 4], np.int64)
+    qend = np.array([32, 32, 30, 36, 20], np.int64)
+    got = periodic_parts(codes, offsets, h_read, qbeg, qend)
+    assert got.tolist() == [True, False, True, False, False]
