@@ -26,26 +26,27 @@ def place_on_contigs(read, strand, pos, read_offsets, max_edits, ctg_offsets, sp
     L - e bases, or with split min(L - e, min_aligned), L the read's length, e max_edits[read].
 
     Without split a candidate's contig is the one holding the middle of its read; with split (a
-    scoring extender, which clips) a read over a contig end gives one candidate per contig: the
-    contig of its first base in input order, then, after all of those, the contig of its last base
-    for the candidates whose two differ."""
+    scoring extender, which clips) a read over contig ends gives one candidate per contig it
+    overlaps, from the contig of its first base to that of its last (a contig shorter than the read
+    included): first every candidate on the contig of its first base, in input order, then those
+    on the next contig of the candidates that reach it, and so on."""
     n = read.shape[0]
     first = np.empty(n, np.int64)
     final = np.empty(n, np.int64)
     length = np.empty(n, np.int64)
-    n_two = 0
+    m = 0
+    passes = 1
     for i in range(n):
         L = read_offsets[read[i] + 1] - read_offsets[read[i]]
         length[i] = L
         if split:
             first[i] = contig_of(ctg_offsets, pos[i])
             final[i] = contig_of(ctg_offsets, pos[i] + L - 1)
-            if first[i] != final[i]:
-                n_two += 1
         else:
             first[i] = contig_of(ctg_offsets, pos[i] + L // 2)
             final[i] = first[i]
-    m = n + n_two
+        m += final[i] - first[i] + 1
+        passes = max(passes, final[i] - first[i] + 1)
     o_read = np.empty(m, np.int32)
     o_strand = np.empty(m, np.int8)
     o_pos = np.empty(m, np.int64)
@@ -53,11 +54,11 @@ def place_on_contigs(read, strand, pos, read_offsets, max_edits, ctg_offsets, sp
     o_hi = np.empty(m, np.int64)
     o_e = np.empty(m, np.int64)
     k = 0
-    for second in range(2 if split else 1):
+    for step in range(passes):
         for i in range(n):
-            if second and first[i] == final[i]:
+            c = first[i] + step
+            if c > final[i]:
                 continue
-            c = final[i] if second else first[i]
             L = length[i]
             e = np.int64(max_edits[read[i]])
             lo, hi = ctg_offsets[c], ctg_offsets[c + 1]
@@ -67,4 +68,3 @@ def place_on_contigs(read, strand, pos, read_offsets, max_edits, ctg_offsets, sp
                 o_lo[k], o_hi[k], o_e[k] = lo, hi, e
                 k += 1
     return o_read[:k], o_strand[:k], o_pos[:k], o_lo[:k], o_hi[:k], o_e[:k]
-

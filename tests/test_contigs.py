@@ -12,12 +12,12 @@ def placed_by_definition(read, strand, pos, read_offsets, maxe, offs, split, min
     e = maxe[read].astype(np.int64)
     last = len(offs) - 2
     idx = np.arange(read.size)
-    if split:
+    if split:       # every contig from that of the first base to that of the last, a pass each
         first = np.clip(np.searchsorted(offs, pos, side="right") - 1, 0, last)
         final = np.clip(np.searchsorted(offs, pos + L - 1, side="right") - 1, 0, last)
-        two = np.flatnonzero(first != final)
-        idx = np.concatenate([idx, two])
-        ctg = np.concatenate([first, final[two]])
+        steps = range(int((final - first).max(initial=0)) + 1)
+        idx = np.concatenate([np.flatnonzero(first + s <= final) for s in steps])
+        ctg = np.concatenate([(first + s)[first + s <= final] for s in steps])
         need = np.minimum(L[idx] - e[idx], min_aligned)
     else:
         ctg = np.clip(np.searchsorted(offs, pos + L // 2, side="right") - 1, 0, last)
@@ -33,6 +33,7 @@ def placed_by_definition(read, strand, pos, read_offsets, maxe, offs, split, min
 def test_matches_the_definition(split, seed):
     rng = np.random.default_rng(seed)
     sizes = rng.integers(20, 400, 30)
+    sizes[::7] = rng.integers(30, 120, sizes[::7].size)        # contigs shorter than some reads
     offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     n_reads = 200
     lengths = rng.integers(30, 160, n_reads)
@@ -49,9 +50,10 @@ def test_matches_the_definition(split, seed):
     assert len(got[0]) == len(exp[0]) > 0
     for g, x in zip(got, exp):
         assert np.array_equal(g, x)
-    if split:   # reads over a contig end were placed on both contigs
+    if split:   # reads over a contig end were placed on both contigs, some on three
         key = np.stack([got[0].astype(np.int64), got[1], got[2]])
-        assert np.unique(key, axis=1).shape[1] < key.shape[1]
+        _, times = np.unique(key, axis=1, return_counts=True)
+        assert times.max() >= 3
 
 
 def test_one_contig_and_no_candidates():
@@ -64,3 +66,8 @@ def test_one_contig_and_no_candidates():
                            True, 30)
     # 15 bases of the first inside (needs 30): dropped; the second keeps 50 of 100 (clipped at the end)
     assert out[2].tolist() == [950] and out[3].tolist() == [0] and out[4].tolist() == [1000]
+    # reads over both ends of a 60-base contig: on it, and on a contig around it that keeps 30 bases
+    offs = np.array([0, 1000, 1060, 2000], np.int64)
+    out = place_on_contigs(np.zeros(2, np.int32), np.zeros(2, np.int8), np.array([980, 965], np.int64), ro, e, offs,
+                           True, 30)
+    assert out[2].tolist() == [965, 980, 965] and out[3].tolist() == [0, 1000, 1000]
