@@ -64,6 +64,9 @@ def route_options(kind, names, opts):
                 continue
             if key == "device":
                 raise plugins.PluginError(f"no {kind} of {','.join(names)} runs on a GPU")
+            if len(names) == 1:
+                takes = ", ".join(sorted(takes[0])) or "no options"
+                raise plugins.PluginError(f"{kind} {names[0]!r} has no option {key!r} (it takes: {takes})")
             raise plugins.PluginError(f"{kind} {','.join(names)!r} has no option {key!r} (no stage of the chain "
                                       f"takes it)")
         for i in hits:

@@ -24,6 +24,17 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def _refuse_bwa_h(argv):
+    """UsageError for bwa mem's `-h INT[,INT]` (alternative hits in XA) in an align command: argparse
+    would take it for -h, print help and exit 0, so a command ported from bwa would seem to succeed."""
+    if "align" not in argv:
+        return
+    for flag, value in zip(argv, argv[1:]):
+        if flag == "-h" and value.replace(",", "").isdigit():
+            raise UsageError(f"-h {value}: bwa mem's -h (alternative hits in an XA tag) is not an option of "
+                             "pymap; -N reports secondary alignments")
+
+
 def _edits(text):
     try:
         value = float(text)
@@ -269,7 +280,7 @@ def run(args, argv):
             print(f"{kind}s:")
             for name, ep in plugins.available(kind).items():
                 try:
-                    doc = (ep.load().__doc__ or "").strip().splitlines()[0]
+                    doc = ((ep.load().__doc__ or "").strip().splitlines() or [""])[0]
                 except Exception as exc:  # a broken third-party plugin must not hide the others
                     doc = f"(cannot load: {exc})"
                 print(f"  {name:16s} {doc}")
@@ -294,6 +305,7 @@ def main(argv=None):
     if program:
         signal.signal(signal.SIGTERM, _terminate)
     try:
+        _refuse_bwa_h(argv)
         args = build_parser().parse_args(argv)
         if not args.command:
             build_parser().print_help()

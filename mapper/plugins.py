@@ -145,17 +145,24 @@ class Filter:
             r = cands.reads
             gather_pairs(r.codes, r.rc_codes, r.offsets, cands.ref_codes, cands.read[idx], cands.strand[idx],
                          cands.pos[idx], cands.lo[idx], cands.hi[idx], length, reads, refs)
-            acc, est = self.filter_pairs(reads, refs, e)
-            if np.shape(acc) != (idx.size,) or np.shape(est) != (idx.size,):
-                raise PluginContractError(f"filter {getattr(self, 'name', type(self).__name__)!r} returned "
-                                          f"{np.shape(acc)} decisions and {np.shape(est)} estimates for "
-                                          f"{idx.size} pairs")
+            acc, est = checked_filter_pairs(self, reads, refs, e)
             accept[idx] = acc
             estimate[idx] = est
         return accept, estimate
 
     def close(self):
         """Release devices or pools (optional)."""
+
+
+def checked_filter_pairs(filt, reads, refs, max_edits):
+    """filt.filter_pairs(reads, refs, max_edits) as (bool array, int32 array), or PluginContractError
+    naming the filter when it does not return one decision and one estimate per pair."""
+    acc, est = filt.filter_pairs(reads, refs, max_edits)
+    n = reads.shape[0]
+    if np.shape(acc) != (n,) or np.shape(est) != (n,):
+        raise PluginContractError(f"filter {getattr(filt, 'name', None) or type(filt).__name__!r} returned "
+                                  f"{np.shape(acc)} decisions and {np.shape(est)} estimates for {n} pairs")
+    return np.asarray(acc, np.bool_), np.asarray(est, np.int32)
 
 
 def group_by_length_and_edits(cands):
@@ -219,7 +226,13 @@ def load_class(kind, name):
     if name not in eps:
         known = ", ".join(eps) or "none installed"
         raise PluginError(f"unknown {kind} {name!r} (installed: {known})")
-    cls = eps[name].load()
+    try:
+        cls = eps[name].load()
+    except Exception as exc:
+        if eps[name].value.startswith("pymap."):
+            raise
+        raise PluginError(f"the {kind} plugin {name!r} cannot be loaded ({eps[name].value}): "
+                          f"{type(exc).__name__}: {exc}") from None
     if not cls.__module__.startswith("pymap."):
         _OTHERS[cls.__module__] = f"{kind} plugin {name!r}"
     return cls

@@ -266,12 +266,16 @@ def packed_arrays(reference):
 
 def from_index(path, index_path):
     """The Reference kept in an index file built from the FASTA at path, or None (no such index, one
-    of another file or an older pymap, or damaged: the FASTA is read instead)."""
+    of another file or an older pymap, damaged, or not pymap's container at all, as a third-party
+    seeder's own: the FASTA is read instead)."""
     from pymap import index as idxfile
     from pymap.errors import IndexCorrupt, IndexMismatch
     if path == "-" or not os.path.isfile(path) or not os.path.isfile(index_path):
         return None
     try:
+        with open(index_path, "rb") as fh:
+            if fh.read(len(idxfile.MAGIC)) != idxfile.MAGIC:
+                return None
         meta, _ = idxfile.read_header(index_path)
         if not isinstance(meta, dict) or meta.get("fasta") != file_fingerprint(path):
             return None

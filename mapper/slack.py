@@ -26,6 +26,7 @@ import threading
 
 import numpy as np
 
+from pymap import plugins
 from pymap.kernels import worst_cases
 
 
@@ -132,7 +133,7 @@ class SlackTable:
             saved = [list(self.filter.accepted), self.filter.seen] if hasattr(self.filter, "accepted") else None
             try:
                 for k in range(e + 1):
-                    accept, _ = self.filter.filter_pairs(reads, refs, e + k)
+                    accept, _ = plugins.checked_filter_pairs(self.filter, reads, refs, e + k)
                     if accept.all():
                         return k
                 self.lossy.add((length, e))

@@ -123,7 +123,34 @@ class Boom(Filter):
 
     def filter_pairs(self, reads, refs, max_edits):
         raise RuntimeError("boom inside filter")
+
+
+class Lists(Filter):
+    'Accepts every pair; its answers are Python lists.'
+
+    name = "lists"
+
+    def filter_pairs(self, reads, refs, max_edits):
+        return [True] * len(reads), [0] * len(reads)
+
+
+class NoDoc(Lists):
+    name = "nodoc"
 """
+
+
+def _bad_filters_env(tmp_path):
+    """The environment of a pymap that finds the filters of BAD_FILTERS (and one whose module cannot
+    be imported) installed from another package."""
+    (tmp_path / "badfilters.py").write_text(BAD_FILTERS)
+    (tmp_path / "badmissing.py").write_text("raise ImportError('needs libfoo')\n")
+    info = tmp_path / "badfilters-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: badfilters\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[pymap.filters]\nshort = badfilters:Short\nboom = badfilters:Boom\n"
+                                           "lists = badfilters:Lists\nnodoc = badfilters:NoDoc\n"
+                                           "missing = badmissing:X\n")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
 
 
 @pytest.mark.parametrize("name, words", [("short", ["error: filter 'short' returned", "decisions"]),
@@ -132,12 +159,7 @@ class Boom(Filter):
 def test_a_broken_plugin_is_named(ref, tmp_path, name, words):
     """A filter from another package that breaks its contract or raises: the one error line names it,
     not pymap (exit status 3)."""
-    (tmp_path / "badfilters.py").write_text(BAD_FILTERS)
-    info = tmp_path / "badfilters-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: badfilters\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[pymap.filters]\nshort = badfilters:Short\nboom = badfilters:Boom\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    env = _bad_filters_env(tmp_path)
     res = subprocess.run([sys.executable, "-m", "pymap.cli", "align", str(ref), EX_READS, "--filter", name, "-o",
                           str(tmp_path / "o.sam")], capture_output=True, env=env, timeout=300)
     err = res.stderr.decode()
@@ -145,6 +167,34 @@ def test_a_broken_plugin_is_named(ref, tmp_path, name, words):
     assert res.returncode == 3 and len(lines) == 1 and "internal error" not in err, err
     assert all(w in lines[0] for w in words), err
     assert not (tmp_path / "o.sam").exists()
+
+
+def test_plugins_of_other_packages_as_they_come(ref, tmp_path):
+    """A filter answering with Python lists maps (the allowance measurement included); one whose module
+    cannot be imported is one error line naming it (exit 2) and `pymap plugins` lists it as such; one
+    without a docstring is listed."""
+    env = _bad_filters_env(tmp_path)
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "pymap.cli", *map(str, args)], capture_output=True, text=True,
+                              env=env, timeout=300)
+    res = run("align", ref, EX_READS, "--filter", "lists", "-o", tmp_path / "o.sam")
+    assert res.returncode == 0 and (tmp_path / "o.sam").exists(), res.stderr
+    res = run("align", ref, EX_READS, "--filter", "missing", "-o", tmp_path / "m.sam")
+    lines = [line for line in res.stderr.splitlines() if not line.startswith("[pymap]")]
+    assert res.returncode == 2 and len(lines) == 1 and "internal error" not in res.stderr, res.stderr
+    assert "filter plugin 'missing' cannot be loaded" in lines[0] and "needs libfoo" in lines[0]
+    res = run("plugins")
+    listed = {line.split()[0]: line for line in res.stdout.splitlines() if line.startswith("  ")}
+    assert res.returncode == 0 and "cannot load" not in listed["nodoc"] and "needs libfoo" in listed["missing"]
+
+
+def test_bwa_xa_option_is_refused(ref, tmp_path):
+    """bwa mem's -h INT[,INT] is refused (argparse took it for -h: help on stdout, exit 0); -h alone is help."""
+    assert_error(pymap("align", ref, EX_READS, "-h", "5,200", "-o", tmp_path / "o.sam"), 2, "-h 5,200", "-N")
+    assert not (tmp_path / "o.sam").exists()
+    res = pymap("align", "-h")
+    assert res.returncode == 0 and b"usage: pymap align" in res.stdout
 
 
 def test_candidates_writes_the_seeding_pairs(ref, tmp_path):

@@ -141,10 +141,10 @@ def test_example_plugins_map_the_example_reads(plugin_env):
     near = sum(default[n][1:2] == example[n][1:2] and default[n][3] == example[n][3]
                and abs(default[n][2] - example[n][2]) <= 5 for n in both)
     assert near >= 0.98 * len(both)
-    # a second run loads the saved index
+    # a second run loads the saved index, which is no pymap index container: nothing to say of it
     again = _pymap(plugin_env, "align", "lambda.fa", reads, "--filter", "qgram", "--seeder", "kmer",
                    "--extender", "nw-edlib", "-o", "again.sam", "--no-progress")
-    assert "index built" not in again.stderr
+    assert "index built" not in again.stderr and "not a pymap index" not in again.stderr
     records = [[line for line in (work / name).read_text().splitlines() if not line.startswith("@")]
                for name in ("out.sam", "again.sam")]
     assert records[0] == records[1]        # deterministic
