@@ -35,6 +35,19 @@ def _refuse_bwa_h(argv):
                              "pymap; -N reports secondary alignments")
 
 
+def _gap_penalty(text):
+    """-O/-E: one penalty, or bwa mem's deletion,insertion pair when the two are equal (pymap's
+    extenders score both kinds of gap alike)."""
+    try:
+        values = {int(v) for v in text.split(",")}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer or a pair of them") from None
+    if len(text.split(",")) > 2 or len(values) != 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: pymap scores deletions and insertions alike; give one "
+                                         "penalty (or a pair of equal ones)")
+    return values.pop()
+
+
 def _edits(text):
     try:
         value = float(text)
@@ -57,10 +70,12 @@ def _add_stage_args(p, mapping=True):
         p.add_argument("--extender-opt", action="append", metavar="KEY=VALUE", default=[],
                        help="extender option, repeatable (e.g. band=30)")
         g = p.add_argument_group("scoring (bwa-mem's letters and defaults; extenders that score)")
-        for letter, key, text in (("A", "match", "score of a match [1]"), ("B", "mismatch", "mismatch penalty [4]"),
-                                  ("O", "gap_open", "gap open penalty [6]"),
-                                  ("E", "gap_ext", "gap extension penalty; a gap of k costs O + k*E [1]")):
+        for letter, key, text in (("A", "match", "score of a match [1]"), ("B", "mismatch", "mismatch penalty [4]")):
             g.add_argument(f"-{letter}", dest=key, type=int, metavar="INT", help=text)
+        g.add_argument("-O", dest="gap_open", type=_gap_penalty, metavar="INT[,INT]",
+                       help="gap open penalty [6]; bwa's deletion,insertion pair if the two are equal")
+        g.add_argument("-E", dest="gap_ext", type=_gap_penalty, metavar="INT[,INT]",
+                       help="gap extension penalty; a gap of k costs O + k*E [1]; a pair as for -O")
         g.add_argument("-L", dest="clip", metavar="INT[,INT]", help="clipping penalty of each read end [5,5]")
         g.add_argument("-T", dest="min_score", type=int, metavar="INT", help="minimum score of an alignment [30]")
         p.add_argument("--filter-slack", type=int, metavar="K",
@@ -108,6 +123,9 @@ def build_parser():
     p.add_argument("--all", action="store_true", help="report every location within e (secondaries)")
     p.add_argument("-M", dest="split_as_secondary", action="store_true",
                    help="flag the other part of a chimeric read secondary, not supplementary (bwa -M, Picard)")
+    p.add_argument("-Y", dest="soft_clip_supplementary", action="store_true",
+                   help="soft-clip supplementary alignments (bwa -Y): what pymap always does; taken for bwa's "
+                        "command lines")
     p.add_argument("-R", "--read-group", metavar="LINE", help=r"read group header line, e.g. '@RG\tID:s1\tSM:x'")
     p.add_argument("--seed", type=int, default=0, help="seed of deterministic tie-breaking (default: 0)")
     p.add_argument("--min-length", type=int, default=16, help="shorter reads are reported unmapped (too_short)")

@@ -197,6 +197,16 @@ def test_bwa_xa_option_is_refused(ref, tmp_path):
     assert res.returncode == 0 and b"usage: pymap align" in res.stdout
 
 
+def test_bwa_scoring_pairs_and_minus_y(ref, tmp_path):
+    """bwa mem's -O/-E deletion,insertion pairs are taken when equal (pymap scores both gaps alike),
+    refused otherwise; -Y (soft-clipped supplementary alignments, pymap's only way) is taken."""
+    plain = pymap("align", ref, EX_READS, "-O", "7", "-E", "2")
+    paired = pymap("align", ref, EX_READS, "-O", "7,7", "-E", "2,2", "-Y")
+    body = lambda out: [l for l in out.splitlines() if not l.startswith(b"@PG")]   # noqa: E731
+    assert plain.returncode == paired.returncode == 0 and body(paired.stdout) == body(plain.stdout)
+    assert_error(pymap("align", ref, EX_READS, "-O", "6,5"), 2, "-O", "alike")
+
+
 def test_candidates_writes_the_seeding_pairs(ref, tmp_path):
     """`pymap candidates`: a line per candidate, read and reference segment of one length, as many as
     it says; the options of later stages are not its own."""
