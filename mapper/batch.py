@@ -107,6 +107,7 @@ class CandidateBatch:
     hi: np.ndarray          # int64
     max_edits: np.ndarray   # int32
     min_score: np.ndarray = None    # int64 or None: a scoring extender may report nothing below it
+    bands: np.ndarray = None        # int32 or None: per candidate, a band a scoring extender widens to
 
     def __post_init__(self):
         self.reads.with_rc()
@@ -140,7 +141,8 @@ class CandidateBatch:
     def take(self, index):
         return CandidateBatch(self.reads, self.ref_codes, self.read[index], self.strand[index], self.pos[index],
                               self.lo[index], self.hi[index], self.max_edits[index],
-                              None if self.min_score is None else self.min_score[index])
+                              None if self.min_score is None else self.min_score[index],
+                              None if self.bands is None else self.bands[index])
 
     def with_max_edits(self, max_edits):
         return CandidateBatch(self.reads, self.ref_codes, self.read, self.strand, self.pos, self.lo, self.hi,
@@ -148,14 +150,19 @@ class CandidateBatch:
 
     def band(self, band=None):
         """Per candidate, the band w of a scoring extender: `band` when given, else
-        max(max_edits, MIN_BAND); its window is [pos - w, pos + L + w) clamped to [lo, hi)."""
+        max(max_edits, MIN_BAND), or `bands` where wider (the mapper's second try of a read split by
+        a long indel); its window is [pos - w, pos + L + w) clamped to [lo, hi)."""
         if band is not None:
-            return np.full(len(self), int(band), np.int32)
-        return np.maximum(self.max_edits, MIN_BAND).astype(np.int32)
+            w = np.full(len(self), int(band), np.int32)
+        else:
+            w = np.maximum(self.max_edits, MIN_BAND).astype(np.int32)
+        return w if self.bands is None else np.maximum(w, self.bands).astype(np.int32)
 
 
 #: the narrowest band of the scoring extenders: an indel of up to 16 bases fits whatever e is
 MIN_BAND = 16
+#: the widest band of the second try of a read split by a long indel (bwa mem's -w)
+WIDE_BAND = 100
 
 
 @dataclass

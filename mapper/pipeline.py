@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import config as numba_config
 
-from pymap.batch import MIN_BAND, Alignments, CandidateBatch, ReadBatch
+from pymap.batch import MIN_BAND, WIDE_BAND, Alignments, CandidateBatch, ReadBatch
 from pymap.errors import PluginContractError
 from pymap.kernels import contracts
 from pymap.kernels.cigar import cigar_spans
@@ -25,6 +25,11 @@ from pymap.slack import SlackTable
 REASON = {name: i for i, name in enumerate(REASONS)}
 #: a scoring extender's candidate must leave at least this many read bases in its contig (bwa -T 30)
 MIN_ALIGNED = 30
+#: a primary clipped by this many bases may hide an indel longer than the band (_split_by_indels):
+#: a shorter clip beats any such indel (a deletion of d bases costs gap_open + d, a clip 5)
+SPLIT_CLIP = MIN_BAND + 3
+#: bases of band beyond the distance of the two diagonals, for the indel's placement and errors
+SPLIT_BAND_SLACK = 4
 
 
 @dataclass
@@ -280,8 +285,60 @@ class Pipeline:
         t = self._timed("extend", t)
 
         st.aligned += int(aln.found.sum())
-        return self.select(batch, lengths, maxe, reason, has_cand, cands.read[ext_idx], cands.strand[ext_idx],
-                           aln, caps)
+        h = self.select(batch, lengths, maxe, reason, has_cand, cands.read[ext_idx], cands.strand[ext_idx], aln, caps)
+        wider = self._split_by_indels(h, cands, ext_idx, aln, pairs)
+        if wider is None:
+            return h
+        ext_idx, aln = wider
+        self._timed("extend", t)
+        return self.select(batch, lengths, maxe, reason, has_cand, cands.read[ext_idx], cands.strand[ext_idx], aln, caps)
+
+    def _split_by_indels(self, h, cands, ext_idx, aln, pairs):
+        """(ext_idx, aln) again, or None: a read whose primary is clipped by SPLIT_CLIP bases or more
+        where its contig goes on, and that has a candidate of the same strand and contig on another
+        diagonal up to WIDE_BAND away (its clipped part seeded there), may hold an indel longer than
+        the band (a 20-base deletion: 120M30S and 120S30M, where bwa mem's band of 100 gives
+        120M20D30M). Its primary's candidate is extended again with a band as wide as the two
+        diagonals are apart; the new alignment replaces the old one where it scores higher."""
+        if self.extender.scoring == "edits" or self.opt.report_all or getattr(self.extender, "band", None) is not None:
+            return None                             # an extender's band given as an option is kept
+        prim = h.primary[h.primary >= 0]
+        a = h.hit_aln[prim]
+        lead, kept = query_spans(aln.cigar, aln.cigar_offsets, a, np.zeros(a.size, np.int8), h.lengths[h.read[prim]])
+        trail = h.lengths[h.read[prim]] - kept
+        ctg_lo, ctg_hi = self.ref.offsets[h.ctg[prim]], self.ref.offsets[h.ctg[prim] + 1]
+        split = ((lead >= SPLIT_CLIP) & (h.start[prim] > ctg_lo)) | ((trail >= SPLIT_CLIP) & (h.end[prim] < ctg_hi))
+        if not split.any():
+            return None
+        prim, a, diag = prim[split], a[split], (h.start[prim] - lead)[split]
+        # the other candidates of those reads: how far their diagonals lie from the primary's
+        n = len(h.batch)
+        at = np.full(n, -1, np.int64)
+        at[h.read[prim]] = np.arange(prim.size)
+        k = at[cands.read]
+        other = np.flatnonzero((k >= 0) & (cands.strand == h.strand[prim][np.maximum(k, 0)])
+                               & (cands.lo == ctg_lo[split][np.maximum(k, 0)]))
+        apart = np.abs(cands.pos[other] - diag[k[other]])
+        band = cands.band()[ext_idx[a]][k[other]]
+        near = (apart > band) & (apart <= WIDE_BAND)
+        need = np.zeros(prim.size, np.int64)
+        np.maximum.at(need, k[other][near], apart[near])
+        retry = np.flatnonzero(need > 0)
+        if retry.size == 0:
+            return None
+        c = ext_idx[a[retry]]
+        sub = cands.take(c)
+        sub.bands = np.minimum(need[retry] + SPLIT_BAND_SLACK, WIDE_BAND).astype(np.int32)
+        length = sub.lengths.astype(np.int64)
+        self.ref.ensure(np.maximum(sub.lo, sub.pos - sub.bands), np.minimum(sub.hi, sub.pos + length + sub.bands))
+        again = self.extend(sub, pairs)
+        better = again.found & (again.score > aln.score[a[retry]])
+        if not better.any():
+            return None
+        found = aln.found.copy()
+        found[a[retry[better]]] = False
+        again.found = better
+        return np.concatenate([ext_idx, c]), Alignments.concat(dataclasses.replace(aln, found=found), again)
 
     def select(self, batch, lengths, maxe, reason0, has_cand, aln_read, aln_strand, aln, mapq_cap):
         """Hits of a batch from its alignments (aln_read, aln_strand: each alignment's read and

@@ -1,6 +1,7 @@
 """The default (scoring) path end to end: clipping, contig ends, one op per indel, supplementary
 alignments with SA tags, bwa's scoring letters on the command line."""
 import os
+import re
 
 import numpy as np
 import pysam
@@ -201,3 +202,25 @@ def test_periodic_parts_as_defined():
     qend = np.array([32, 32, 30, 36, 20], np.int64)
     got = periodic_parts(codes, offsets, h_read, qbeg, qend)
     assert got.tolist() == [True, False, True, False, False]
+
+
+def test_indels_longer_than_the_band(tmp_path, genome):
+    """A read holding a 20- or 40-base indel (wider than the band of max(e, 16)) first aligns in two
+    pieces; its second candidate's diagonal sends it through the extender again with a wider band:
+    one alignment with the indel, as bwa mem's band of 100 gives, no supplementary record."""
+    ref, ctg = genome
+    a = ctg["chrA"]
+    ins = rand_seq(np.random.default_rng(5), 20)
+    reads = [("del20", a[5000:5100] + a[5120:5170]),
+             ("del40", a[6000:6070] + a[6110:6190]),
+             ("ins20", a[8000:8090] + ins + a[8090:8130]),
+             ("del20_rev", revcomp(a[11000:11060] + a[11080:11170]))]
+    st, recs = align(tmp_path, ref, reads)
+    got = {r.query_name: (r.reference_start, re.sub(r"\d+M", "M", r.cigarstring), r.is_reverse) for r in recs}
+    assert got == {"del20": (5000, "M20DM", False), "del40": (6000, "M40DM", False),
+                   "ins20": (8000, "M20IM", False), "del20_rev": (11000, "M20DM", True)}
+    assert st.supplementary == 0 and all(r.get_tag("NM") == 20 + 20 * (r.query_name == "del40") for r in recs)
+    # with the band given (an extender option) no wider band is tried: the read stays in pieces
+    st, recs = align(tmp_path, ref, reads[:1], extender_opts={"band": 16})
+    assert [r.is_supplementary for r in recs] == [False, True] and st.supplementary == 1
+    assert all("D" not in r.cigarstring for r in recs)
