@@ -33,6 +33,26 @@ def default_batches(threads, device=None):
     return max(2, threads // THREADS_PER_BATCH)
 
 
+#: the @RG fields of the SAM specification (lower-case tags are the user's own)
+RG_FIELDS = ("ID", "BC", "CN", "DS", "DT", "FO", "KS", "LB", "PG", "PI", "PL", "PM", "PU", "SM")
+
+
+def check_read_group(line):
+    """-R's read group line with '\\t' as tabs, or UsageError: one @RG line holding ID, each field
+    once, its tags the specification's or lower-case (a user's)."""
+    rg = line.replace("\\t", "\t")
+    if not rg.startswith("@RG\t") or "\tID:" not in rg or any(c in rg for c in "\n\r") or "\\n" in rg:
+        raise UsageError(r"-R must be one read group header line like '@RG\tID:sample1\tSM:x'")
+    tags = [part.split(":", 1)[0] for part in rg.split("\t")[1:]]
+    for tag in tags:
+        if len(tag) != 2 or not (tag in RG_FIELDS or (tag[0].isalpha() and tag.isalnum() and not tag.isupper())):
+            raise UsageError(f"-R: {tag!r} is not a read group field (the SAM specification's: {' '.join(RG_FIELDS)}; "
+                             "or two lower-case letters)")
+        if tags.count(tag) > 1:
+            raise UsageError(f"-R: field {tag} given more than once")
+    return rg
+
+
 @dataclass
 class AlignOptions:
     """Every knob of `pymap align`.
@@ -121,10 +141,7 @@ class AlignOptions:
         if self.min_length < 1 or self.max_length < self.min_length:
             raise UsageError("--min-length must be >= 1 and <= --max-length")
         if self.read_group is not None:
-            rg = self.read_group.replace("\\t", "\t")
-            if not rg.startswith("@RG\t") or "\tID:" not in rg or "\n" in rg or "\r" in rg:
-                raise UsageError(r"-R must be a read group header line like '@RG\tID:sample1\tSM:x'")
-            self.read_group = rg
+            self.read_group = check_read_group(self.read_group)
         if self.level is not None and not (0 <= self.level <= 9):
             raise UsageError(f"--level must be in 0..9, got {self.level}")
         if self.device not in (None, "auto", "cpu", "gpu"):
