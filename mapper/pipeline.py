@@ -332,7 +332,8 @@ class Pipeline:
         length = sub.lengths.astype(np.int64)
         self.ref.ensure(np.maximum(sub.lo, sub.pos - sub.bands), np.minimum(sub.hi, sub.pos + length + sub.bands))
         again = self.extend(sub, pairs)
-        better = again.found & (again.score > aln.score[a[retry]])
+        better = again.found & (self._objective(again, np.arange(retry.size), length)
+                                > self._objective(aln, a[retry], length))
         if not better.any():
             return None
         found = aln.found.copy()
@@ -385,6 +386,17 @@ class Pipeline:
             supp_mapq = supplementary_mapq(h.read, h.qbeg, h.qend, h.score, h.keep, h.shadow, primary, supp,
                                            ext.match_score, ext.edit_cost, h.maxe, h.lengths)
         return supp, supp_mapq
+
+    def _objective(self, aln, which, length):
+        """What the extender maximised for alignments `which` (reads of these lengths): the score
+        less the clip penalty of each clipped end (bwa's -L; none known for a plugin's extender)."""
+        score = aln.score[which].astype(np.int64)
+        params = getattr(self.extender, "params", None)
+        if params is None or aln.cigar is None:
+            return score
+        from pymap.kernels.affine import P_CLIP_L, P_CLIP_R
+        lead, kept = query_spans(aln.cigar, aln.cigar_offsets, which, np.zeros(len(which), np.int8), length)
+        return score - params[P_CLIP_L] * (lead > 0) - params[P_CLIP_R] * (kept < length)
 
     def _extend_pruned(self, cands, idx, estimate, floor, margin, pairs):
         """(candidate index, Alignments) of the accepted candidates idx, extended in rounds (align):
