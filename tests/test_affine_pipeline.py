@@ -214,12 +214,16 @@ def test_indels_longer_than_the_band(tmp_path, genome):
     reads = [("del20", a[5000:5100] + a[5120:5170]),
              ("del40", a[6000:6070] + a[6110:6190]),
              ("ins20", a[8000:8090] + ins + a[8090:8130]),
-             ("del20_rev", revcomp(a[11000:11060] + a[11080:11170]))]
+             ("del20_rev", revcomp(a[11000:11060] + a[11080:11170])),
+             # 94M25I31M has the AS of 94M56S (94): it wins by the clip penalty, as in bwa mem
+             ("ins25_tie", a[14000:14094] + rand_seq(np.random.default_rng(6), 25) + a[14094:14125])]
     st, recs = align(tmp_path, ref, reads)
     got = {r.query_name: (r.reference_start, re.sub(r"\d+M", "M", r.cigarstring), r.is_reverse) for r in recs}
     assert got == {"del20": (5000, "M20DM", False), "del40": (6000, "M40DM", False),
-                   "ins20": (8000, "M20IM", False), "del20_rev": (11000, "M20DM", True)}
-    assert st.supplementary == 0 and all(r.get_tag("NM") == 20 + 20 * (r.query_name == "del40") for r in recs)
+                   "ins20": (8000, "M20IM", False), "del20_rev": (11000, "M20DM", True),
+                   "ins25_tie": (14000, "M25IM", False)}
+    nm = {"del40": 40, "ins25_tie": 25}
+    assert st.supplementary == 0 and all(r.get_tag("NM") == nm.get(r.query_name, 20) for r in recs)
     # with the band given (an extender option) no wider band is tried: the read stays in pieces
     st, recs = align(tmp_path, ref, reads[:1], extender_opts={"band": 16})
     assert [r.is_supplementary for r in recs] == [False, True] and st.supplementary == 1
