@@ -297,7 +297,8 @@ def supplementary_mapq(h_read, h_qbeg, h_qend, h_score, keep, shadow, primary, s
     q = np.where(has_sub, (13 * (score - np.where(has_sub, sub, score))) // unit - 7,
                  20 + (13 * (score - floor)) // unit)
     chance = CHANCE_MATCH * match
-    cap = np.where(score > chance, 30.0 * (1.0 - chance / np.maximum(score, 1)) * np.log(np.maximum(span, 2)) + 0.499, 0)
+    cap = np.where(score > chance,
+                   30.0 * (1.0 - chance / np.maximum(score, 1)) * np.log(np.maximum(span, 2)) + 0.499, 0)
     mapq[has] = np.clip(np.minimum(q, cap.astype(np.int64)), 0, MAPQ_MAX)
     return mapq
 

@@ -291,7 +291,8 @@ class Pipeline:
             return h
         ext_idx, aln = wider
         self._timed("extend", t)
-        return self.select(batch, lengths, maxe, reason, has_cand, cands.read[ext_idx], cands.strand[ext_idx], aln, caps)
+        return self.select(batch, lengths, maxe, reason, has_cand, cands.read[ext_idx], cands.strand[ext_idx], aln,
+                           caps)
 
     def _split_by_indels(self, h, cands, ext_idx, aln, pairs):
         """(ext_idx, aln) again, or None: a read whose primary is clipped by SPLIT_CLIP bases or more

@@ -583,8 +583,9 @@ def test_scipy_hidden_only_while_numba_loads():
 def test_cached_kernels_load_without_numba_registries(tmp_path):
     """After jitcache.prepare_numba a kernel loaded from the cache runs, arrays allocated through Numba's
     runtime included, without Numba's registries installed, without its linking bitcode parsed and
-    with the runtime's functions loaded from pymap's cache (the first run compiles, which installs them); kernels compiled afterwards in the same process
-    still compile and run, one that calls the loaded kernel included (it links that bitcode). The
+    with the runtime's functions loaded from pymap's cache (the first run compiles, which installs
+    them); kernels compiled afterwards in the same process still compile and run, one that calls the
+    loaded kernel included (it links that bitcode). The
     symbols read from the machine code's ELF table are those Numba lists from the bitcode."""
     (tmp_path / "kmod.py").write_text(textwrap.dedent("""
         import numpy as np
