@@ -39,8 +39,8 @@ def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, 
     """Hits sorted by read (read 2p is mate 1 of pair p, 2p + 1 mate 2). Per pair: the chosen hit of
     each mate when the best FR pair on one contig with an insert in [low, high] scores more than
     the two mates' best hits less unpaired_penalty; the pair's MAPQ from the margin to the
-    second-best pair or to those two best hits less unpaired_penalty (as bwa mem), where a mate's
-    shadow (the same locus aligned at another start: a tandem repeat, which the partner cannot
+    second-best pair or to the best placement of the mates apart with one of them at another hit
+    (less unpaired_penalty; bwa mem's subo), where a mate's shadow (the same locus aligned at another start: a tandem repeat, which the partner cannot
     resolve) makes a pair that much worse. Returns (pick1, pick2,
     pair_mapq): pick -1 where the pair is not placed as a proper pair (the mates keep their own
     primaries). Threads over ranges of pairs."""
@@ -131,7 +131,26 @@ def _pair_range(p0, p1, first, h_strand, h_start, h_end, h_ctg, h_score, h_shado
         for k in (pick1[p], pick2[p]):
             if h_shadow[k] != neg and best - (h_score[k] - h_shadow[k]) > second:
                 second = best - (np.int64(h_score[k]) - h_shadow[k])
-        # the mates placed apart, each at its best hit, compete as bwa mem's does (its subo)
-        second = max(second, best1 + best2 - unpaired_penalty)
-        q = (13 * (best - second)) // unit - 7
+        # the mates placed apart, one of them at another hit than the pair's, compete (bwa mem's
+        # subo counts every unpaired placement; the pair's own hits apart are no other placement)
+        alt1 = _best_other(a0, a1, pick1[p], keep, h_score)
+        alt2 = _best_other(b0, b1, pick2[p], keep, h_score)
+        if alt1 != neg:
+            second = max(second, alt1 + best2 - unpaired_penalty)
+        if alt2 != neg:
+            second = max(second, best1 + alt2 - unpaired_penalty)
+        if second == neg:
+            q = MAPQ_MAX
+        else:
+            q = (13 * (best - second)) // unit - 7
         pair_mapq[p] = min(max(q, 0), MAPQ_MAX)
+
+
+@njit(cache=True, nogil=True)
+def _best_other(k0, k1, pick, keep, h_score):
+    """The best score of a mate's kept hits k0..k1-1 other than `pick` (int64 min: none)."""
+    out = np.iinfo(np.int64).min
+    for k in range(k0, k1):
+        if k != pick and keep[k] and h_score[k] > out:
+            out = np.int64(h_score[k])
+    return out
