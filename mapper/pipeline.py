@@ -286,11 +286,12 @@ class Pipeline:
 
         st.aligned += int(aln.found.sum())
         h = self.select(batch, lengths, maxe, reason, has_cand, cands.read[ext_idx], cands.strand[ext_idx], aln, caps)
+        t = time.perf_counter()
         wider = self._split_by_indels(h, cands, ext_idx, aln, pairs)
+        self._timed("extend", t)
         if wider is None:
             return h
         ext_idx, aln = wider
-        self._timed("extend", t)
         return self.select(batch, lengths, maxe, reason, has_cand, cands.read[ext_idx], cands.strand[ext_idx], aln,
                            caps)
 
@@ -300,7 +301,8 @@ class Pipeline:
         diagonal up to WIDE_BAND away (its clipped part seeded there), may hold an indel longer than
         the band (a 20-base deletion: 120M30S and 120S30M, where bwa mem's band of 100 gives
         120M20D30M). Its primary's candidate is extended again with a band as wide as the two
-        diagonals are apart; the new alignment replaces the old one where it scores higher."""
+        diagonals are apart; the new alignment replaces the old one where it is better by what the
+        extender maximises (_objective)."""
         if self.extender.scoring == "edits" or self.opt.report_all or getattr(self.extender, "band", None) is not None:
             return None                             # an extender's band given as an option is kept
         prim = h.primary[h.primary >= 0]
