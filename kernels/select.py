@@ -216,7 +216,9 @@ def select_hits(h_read, h_strand, h_start, h_score, h_qbeg, h_qend, h_periodic, 
         part = h_qend[p] - h_qbeg[p]
         edits = -(-np.int64(read_maxe[r]) * part // max(np.int64(read_len[r]), 1))
         floor = part * match - (edits + 1) * unit
-        mapq[r] = min(mapq_from_scores(b, np.int64(nb), s, hs, floor, np.int64(unit)), length_cap(b, part, match))
+        mapq[r] = mapq_from_scores(b, np.int64(nb), s, hs, floor, np.int64(unit))
+        if match > 0:                   # a scoring extender (an edit-distance one scores -edits)
+            mapq[r] = min(mapq[r], length_cap(b, part, match))
     return best, n_best, sub, has_sub, mapq, primary, keep, shadow
 
 
