@@ -53,6 +53,18 @@ def length_cap(best, part, match):
 
 
 @njit(cache=True, nogil=True)
+def part_mapq(best, n_best, sub, has_sub, part, read_len, read_maxe, match, unit):
+    """MAPQ of a hit scoring best over `part` bases of a read (read_len bases, threshold read_maxe):
+    mapq_from_scores against the floor of a part that long (its share of read_maxe plus one edit),
+    for a scoring extender (match > 0; an edit-distance one scores -edits) at most length_cap."""
+    edits = -(-read_maxe * part // max(read_len, 1))
+    q = mapq_from_scores(best, n_best, sub, has_sub, part * match - (edits + 1) * unit, unit)
+    if match > 0:
+        q = min(q, length_cap(best, part, match))
+    return q
+
+
+@njit(cache=True, nogil=True)
 def _has_period(codes, lo, hi, d):
     """Whether codes[lo:hi] are bases (no N) repeating with period d."""
     for i in range(lo, hi):
@@ -213,12 +225,8 @@ def select_hits(h_read, h_strand, h_start, h_score, h_qbeg, h_qend, h_periodic, 
         n_best[r] = nb
         sub[r] = s
         has_sub[r] = hs
-        part = h_qend[p] - h_qbeg[p]
-        edits = -(-np.int64(read_maxe[r]) * part // max(np.int64(read_len[r]), 1))
-        floor = part * match - (edits + 1) * unit
-        mapq[r] = mapq_from_scores(b, np.int64(nb), s, hs, floor, np.int64(unit))
-        if match > 0:                   # a scoring extender (an edit-distance one scores -edits)
-            mapq[r] = min(mapq[r], length_cap(b, part, match))
+        mapq[r] = part_mapq(b, np.int64(nb), s, hs, h_qend[p] - h_qbeg[p], np.int64(read_len[r]),
+                            np.int64(read_maxe[r]), match, unit)
     return best, n_best, sub, has_sub, mapq, primary, keep, shadow
 
 
@@ -271,9 +279,8 @@ def pick_supplementary(h_read, h_qbeg, h_qend, h_score, keep, primary, n_reads):
 
 def supplementary_mapq(h_read, h_qbeg, h_qend, h_score, keep, shadow, primary, supp, match, unit, read_maxe,
                        read_len):
-    """MAPQ of each read's supplementary hit (0 where none), as mapq_from_scores would give it
-    against the other kept hits covering mostly the same part of the read and its own shadow
-    (select_hits), at most length_cap."""
+    """MAPQ of each read's supplementary hit (0 where none): part_mapq against the other kept hits
+    covering mostly the same part of the read and its own shadow (select_hits)."""
     n_reads = supp.shape[0]
     has = np.flatnonzero(supp >= 0)
     mapq = np.zeros(n_reads, np.int64)
@@ -281,8 +288,6 @@ def supplementary_mapq(h_read, h_qbeg, h_qend, h_score, keep, shadow, primary, s
         return mapq
     s = supp[has]
     span = h_qend[s] - h_qbeg[s]
-    e_part = -(-read_maxe[has].astype(np.int64) * span // np.maximum(read_len[has], 1))
-    floor = span * match - (e_part + 1) * unit
     best_other = np.full(n_reads, np.iinfo(np.int64).min, np.int64)
     other = np.flatnonzero(keep)
     t = supp[h_read[other]]
@@ -293,16 +298,20 @@ def supplementary_mapq(h_read, h_qbeg, h_qend, h_score, keep, shadow, primary, s
     other = other[2 * overlap > shorter]
     np.maximum.at(best_other, h_read[other], h_score[other].astype(np.int64))
     best_other[has] = np.maximum(best_other[has], shadow[s])
-    score = h_score[s].astype(np.int64)
     sub = best_other[has]
     has_sub = sub > np.iinfo(np.int64).min
-    q = np.where(has_sub, (13 * (score - np.where(has_sub, sub, score))) // unit - 7,
-                 20 + (13 * (score - floor)) // unit)
-    chance = CHANCE_MATCH * match
-    cap = np.where(score > chance,
-                   30.0 * (1.0 - chance / np.maximum(score, 1)) * np.log(np.maximum(span, 2)) + 0.499, 0)
-    mapq[has] = np.clip(np.minimum(q, cap.astype(np.int64)), 0, MAPQ_MAX)
+    mapq[has] = _part_mapqs(h_score[s].astype(np.int64), np.where(has_sub, sub, 0), has_sub, span,
+                            read_len[has].astype(np.int64), read_maxe[has].astype(np.int64), match, unit)
     return mapq
+
+
+@njit(cache=True, nogil=True)
+def _part_mapqs(score, sub, has_sub, part, read_len, read_maxe, match, unit):
+    """part_mapq of each (single best) hit."""
+    out = np.empty(score.shape[0], np.int64)
+    for i in range(score.shape[0]):
+        out[i] = part_mapq(score[i], 1, sub[i], has_sub[i], part[i], read_len[i], read_maxe[i], match, unit)
+    return out
 
 
 def report_order(h_read, h_score, keep, primary, supplementary, n_reads, max_hits, report_all):

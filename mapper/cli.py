@@ -216,8 +216,6 @@ def _extender_opts(args):
 
 
 def _options(args, **extra):
-    if args.threads < 0:
-        raise UsageError(f"-t/--threads must be >= 1 (0 = all cores), got {args.threads}")
     mapping = {} if not hasattr(args, "filter") else dict(   # `candidates` has the seeding options only
         filter=args.filter, filter_opts=plugins.parse_options(args.filter_opt), extender=args.extender,
         extender_opts=_extender_opts(args), filter_slack=args.filter_slack)

@@ -47,7 +47,7 @@ def check_read_group(line):
     for tag in tags:
         if len(tag) != 2 or not (tag in RG_FIELDS or (tag[0].isalpha() and tag.isalnum() and not tag.isupper())):
             raise UsageError(f"-R: {tag!r} is not a read group field (the SAM specification's: {' '.join(RG_FIELDS)}; "
-                             "or two lower-case letters)")
+                             "or a user's, with a lower-case letter)")
         if tags.count(tag) > 1:
             raise UsageError(f"-R: field {tag} given more than once")
     return rg

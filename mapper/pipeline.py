@@ -307,8 +307,7 @@ class Pipeline:
             return None                             # an extender's band given as an option is kept
         prim = h.primary[h.primary >= 0]
         a = h.hit_aln[prim]
-        lead, kept = query_spans(aln.cigar, aln.cigar_offsets, a, np.zeros(a.size, np.int8), h.lengths[h.read[prim]])
-        trail = h.lengths[h.read[prim]] - kept
+        lead, trail = _ref_clips(aln, a, h.lengths[h.read[prim]])
         ctg_lo, ctg_hi = self.ref.offsets[h.ctg[prim]], self.ref.offsets[h.ctg[prim] + 1]
         split = ((lead >= SPLIT_CLIP) & (h.start[prim] > ctg_lo)) | ((trail >= SPLIT_CLIP) & (h.end[prim] < ctg_hi))
         if not split.any():
@@ -398,8 +397,8 @@ class Pipeline:
         if params is None or aln.cigar is None:
             return score
         from pymap.kernels.affine import P_CLIP_L, P_CLIP_R
-        lead, kept = query_spans(aln.cigar, aln.cigar_offsets, which, np.zeros(len(which), np.int8), length)
-        return score - params[P_CLIP_L] * (lead > 0) - params[P_CLIP_R] * (kept < length)
+        lead, trail = _ref_clips(aln, which, length)
+        return score - params[P_CLIP_L] * (lead > 0) - params[P_CLIP_R] * (trail > 0)
 
     def _extend_pruned(self, cands, idx, estimate, floor, margin, pairs):
         """(candidate index, Alignments) of the accepted candidates idx, extended in rounds (align):
@@ -747,6 +746,13 @@ def interleave(r1, r2):
     out = both.subset(order)
     out.first_index = 2 * r1.first_index
     return out
+
+
+def _ref_clips(aln, which, length):
+    """(leading, trailing) soft-clipped bases of alignments `which` (reads of these lengths) in the
+    reference's orientation."""
+    lead, kept = query_spans(aln.cigar, aln.cigar_offsets, which, np.zeros(len(which), np.int8), length)
+    return lead, length - kept
 
 
 def gather_cigars(aln, which):
