@@ -10,6 +10,8 @@ import time
 import pysam
 import pytest
 
+from pymap import cli
+
 EX_REF = "examples/lambda.fa"
 EX_READS = "examples/reads.fq.gz"
 
@@ -208,6 +210,7 @@ def test_bwa_scoring_pairs_and_minus_y(ref, tmp_path):
     body = lambda out: [l for l in out.splitlines() if not l.startswith(b"@PG")]   # noqa: E731
     assert plain.returncode == paired.returncode == 0 and body(paired.stdout) == body(plain.stdout)
     assert_error(pymap("align", ref, EX_READS, "-O", "6,5"), 2, "-O", "alike")
+    assert cli._gap_penalty("7,7") == cli._gap_penalty("7") == 7     # the pair is the one penalty
 
 
 def test_candidates_writes_the_seeding_pairs(ref, tmp_path):
