@@ -34,13 +34,15 @@ a record's occurrences are ascending.
 | ``bucket`` | uint32/64[2^b + 1] | keys of bucket t are ``keys[bucket[t]:bucket[t + 1]]`` |
 | ``keys`` | uint16/32/64[K] | the low 2m - b bits of each distinct key, ascending within its bucket |
 | ``val`` | uint32[K] | one occurrence (flag bit clear), or flag \| index of the key's record in multi |
-| ``multi`` | uint32[M] | records of keys seen c >= 2 times: c, then c occurrences (none if c > max_occ) |
+| ``multi`` | uint32[M] | records of keys seen c >= 2 times: c, then c occurrences (SAMPLE_KEPT if c > max_occ) |
 | ``val_hi``, ``multi_hi`` | uint8[K], uint8[M] or empty | bits 32-39 of each value, for genomes whose values need more than 31 bits (over 1 Gbp): 40-bit values, 5 bytes each; empty otherwise |
 
 The flag is bit 31 of a value, bit 39 with the _hi arrays (value_at reads a value either way).
 
-A key with more than ``max_occ`` occurrences is *masked*: its occurrences are not stored but its count
-is, so a query knows that a read's minimizer hit an over-represented repeat rather than nothing. The
+A key with more than ``max_occ`` occurrences is *masked*: only SAMPLE_KEPT of its occurrences, evenly
+spaced through them, are stored with its count, so a query knows that a read's minimizer hit an
+over-represented repeat rather than nothing, and a read made only of such repeats (a telomere, a
+satellite) can still be placed on one of their copies (queries with ``sample``). The
 build is deterministic (independent of the thread count).
 
 **Queries** (``query_batch``). A read's minimizer occurrences (q, o_r) are looked up (stage by stage:
@@ -74,6 +76,8 @@ from pymap.kernels.threads import range_bounds, run_ranges
 ORDER_LEX = 0
 ORDER_HASH = 1
 ORDERS = {"lex": ORDER_LEX, "hash": ORDER_HASH}
+#: occurrences stored of a masked key (over the build's max_occ), evenly spaced through its list
+SAMPLE_KEPT = 64
 #: positions per piece of a contig in the build (pieces overlap by w + m - 2 bases; threads take pieces)
 PIECE = 1 << 18
 
@@ -300,10 +304,10 @@ def _fill(counts, occ, max_occ, flag, j0, val, val_hi, multi, multi_hi):
             _put(val, val_hi, i, flag | (j0 + j))
             _put(multi, multi_hi, j, np.int64(c))
             j += 1
-            if c <= max_occ:
-                for t in range(c):
-                    _put(multi, multi_hi, j, np.int64(occ[e + t]))
-                    j += 1
+            k = c if c <= max_occ else min(c, SAMPLE_KEPT)
+            for t in range(k):
+                _put(multi, multi_hi, j, np.int64(occ[e + t * c // k]))
+                j += 1
         e += c
     return j
 
@@ -363,7 +367,8 @@ def build(codes, offsets, m, w, rule, order, max_occ, piece=PIECE, wide=False, p
         counts = np.diff(np.append(first, n))
         del k, new, first
         multi_keys = counts >= 2
-        msize = int(np.count_nonzero(multi_keys)) + int(counts[multi_keys & (counts <= max_occ)].sum())
+        stored = np.where(counts <= max_occ, counts, np.minimum(counts, SAMPLE_KEPT))
+        msize = int(np.count_nonzero(multi_keys)) + int(stored[multi_keys].sum())
         val = np.empty(ukeys.shape[0], np.uint32)
         val_hi = np.empty(ukeys.shape[0] if wide else 0, np.uint8)
         multi = np.empty(msize, np.uint32)
@@ -391,7 +396,7 @@ def table_consistent(bucket, keys, val, val_hi, multi, multi_hi, flag, max_occ, 
     """True when the arrays can be queried without reading outside them: bucket ascending from 0 to
     len(keys), keys below 2^low_bits and ascending within each bucket, every single occurrence and every
     stored occurrence inside the genome, and the records of val tiling multi in key order (each a count
-    >= 2, then that many occurrences unless masked). Threads over ranges of buckets and of keys (each
+    >= 2, then that many occurrences, SAMPLE_KEPT when masked). Threads over ranges of buckets and of keys (each
     range's records are checked on their own, then that they follow one another); no temporary arrays
     beyond one entry a range."""
     K = keys.shape[0]
@@ -470,15 +475,15 @@ def _records_ok(i0, i1, bounds, val, val_hi, multi, multi_hi, flag, max_occ, gen
             ok[r] = False
             return
         j += 1
-        if c <= max_occ:
-            if j + c > M:
+        k = c if c <= max_occ else min(c, SAMPLE_KEPT)
+        if j + k > M:
+            ok[r] = False
+            return
+        for t in range(j, j + k):
+            if (value_at(multi, multi_hi, t) >> 1) >= genome:
                 ok[r] = False
                 return
-            for t in range(j, j + c):
-                if (value_at(multi, multi_hi, t) >> 1) >= genome:
-                    ok[r] = False
-                    return
-            j += c
+        j += k
     end[r] = j
 
 
@@ -504,27 +509,29 @@ def find_key(bucket, keys, key, low_bits):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def key_range(val, val_hi, multi, multi_hi, i, flag, max_occ):
+def key_range(val, val_hi, multi, multi_hi, i, flag, max_occ, sample):
     """(first, end, count) of key index i: its occurrences are the values of multi in [first, end)
-    (first == -1: the single one in val[i]); count: all its occurrences, masked or not."""
+    (first == -1: the single one in val[i]); count: all its occurrences, masked or not. A key with
+    more than max_occ has none, or with sample its stored sample (max_occ: then the build's)."""
     v = value_at(val, val_hi, i)
     if (v & flag) == 0:
         return np.int64(-1), np.int64(0), np.int64(1)
     j = v & ~flag
     c = value_at(multi, multi_hi, j)
     if c > max_occ:
-        return j + 1, j + 1, c
+        return j + 1, j + 1 + (min(c, SAMPLE_KEPT) if sample else 0), c
     return j + 1, j + 1 + c, c
 
 
 @njit(cache=True, nogil=True)
-def lookup(bucket, keys, val, val_hi, multi, multi_hi, key, low_bits, flag, max_occ):
-    """The occurrences (position << 1 | orientation, int64 array; empty when masked) and the count of a
-    table key (0: absent). For tests and tools; the query kernel inlines the same steps."""
+def lookup(bucket, keys, val, val_hi, multi, multi_hi, key, low_bits, flag, max_occ, sample=False):
+    """The occurrences (position << 1 | orientation, int64 array; empty when masked, the stored sample
+    with sample) and the count of a table key (0: absent). For tests and tools; the query kernel
+    inlines the same steps."""
     i = find_key(bucket, keys, key, low_bits)
     if i < 0:
         return np.empty(0, np.int64), np.int64(0)
-    a, b, c = key_range(val, val_hi, multi, multi_hi, i, flag, max_occ)
+    a, b, c = key_range(val, val_hi, multi, multi_hi, i, flag, max_occ, sample)
     if a < 0:
         out = np.empty(1, np.int64)
         out[0] = value_at(val, val_hi, i)
@@ -547,10 +554,11 @@ def _grow1(a, need):
 
 
 @njit(cache=True, nogil=True)
-def lookup_seeds(mk, ns, bucket, keys, val, val_hi, multi, multi_hi, low_bits, flag, max_occ, lk):
+def lookup_seeds(mk, ns, bucket, keys, val, val_hi, multi, multi_hi, low_bits, flag, max_occ, sample, lk):
     """The table ranges of a read's ns minimizer keys mk, stage by stage (buckets, keys, occurrence
     ranges: independent cache misses overlap): lk[q] = (first, end) in multi, or (-1 - key index, 0)
-    for a single occurrence in val, (0, 0) when absent or masked. Returns (occurrences, masked keys,
+    for a single occurrence in val, (0, 0) when absent or masked (with sample: a masked key's stored
+    sample, key_range). Returns (occurrences, masked keys,
     the largest masked count). lk: at least ns rows."""
     for q in range(ns):
         t = mk[q] >> low_bits
@@ -581,7 +589,7 @@ def lookup_seeds(mk, ns, bucket, keys, val, val_hi, multi, multi_hi, low_bits, f
             lk[q, 0] = 0
             lk[q, 1] = 0
             continue
-        s0, s1, c = key_range(val, val_hi, multi, multi_hi, i, flag, max_occ)
+        s0, s1, c = key_range(val, val_hi, multi, multi_hi, i, flag, max_occ, sample)
         if s0 < 0:                              # the single occurrence, in val
             lk[q, 0] = -1 - i
             lk[q, 1] = 0
@@ -679,7 +687,7 @@ def pick_clusters(h0, n0, h1, n1, max_e, min_hits, min_frac, max_cands, stamp, s
 
 
 @njit(cache=True, nogil=True)
-def query_reads(r0, r1, codes, offsets, max_edits, m, w, rule, order, low_bits, flag, max_occ, min_hits,
+def query_reads(r0, r1, codes, offsets, max_edits, m, w, rule, order, low_bits, flag, max_occ, sample, min_hits,
                 min_frac, max_cands, bucket, keys, val, val_hi, multi, multi_hi, out_strand, out_pos, out_cnt,
                 n_seeds, n_masked, masked_max):
     """query_batch for reads r0..r1-1 (one range, one thread): the per-read steps (seeds, lookup_seeds,
@@ -722,7 +730,7 @@ def query_reads(r0, r1, codes, offsets, max_edits, m, w, rule, order, low_bits, 
         if ns > lk.shape[0]:
             lk = np.empty((2 * ns, 3), np.int64)
         total, nm, mmax = lookup_seeds(mk, ns, bucket, keys, val, val_hi, multi, multi_hi, low_bits, flag,
-                                       max_occ, lk)
+                                       max_occ, sample, lk)
         n_masked[r] = nm
         masked_max[r] = mmax
         if total == 0:
@@ -747,14 +755,16 @@ def query_reads(r0, r1, codes, offsets, max_edits, m, w, rule, order, low_bits, 
         out_cnt[r] = nc
 
 
-def query_batch(codes, offsets, max_edits, m, w, rule, order, max_occ, min_hits, min_frac, max_cands, arrays):
+def query_batch(codes, offsets, max_edits, m, w, rule, order, max_occ, min_hits, min_frac, max_cands, arrays,
+                sample=False):
     """Candidates of every read of a batch: (read int64, strand int8, pos int64) sorted by (read, strand,
     pos) and unique, and per read (n_seeds, n_masked, masked_max): its minimizers, those that hit a
     masked key, the largest masked count. codes: the reads' mapping codes concatenated, offsets int64[n + 1],
     max_edits int32[n]. Parallel over ranges of reads (threads.py); the result does not depend on the
     thread count."""
     out = query_buffers(offsets.shape[0] - 1, max_cands)
-    query_into(codes, offsets, max_edits, m, w, rule, order, max_occ, min_hits, min_frac, max_cands, arrays, *out)
+    query_into(codes, offsets, max_edits, m, w, rule, order, max_occ, min_hits, min_frac, max_cands, arrays, *out,
+               sample=sample)
     return compact(*out, max_cands)
 
 
@@ -765,15 +775,15 @@ def query_buffers(n, max_cands):
 
 
 def query_into(codes, offsets, max_edits, m, w, rule, order, max_occ, min_hits, min_frac, max_cands, a,
-               out_strand, out_pos, out_cnt, n_seeds, n_masked, masked_max):
+               out_strand, out_pos, out_cnt, n_seeds, n_masked, masked_max, sample=False):
     """query_batch's per-read results into query_buffers' arrays (read r's candidates at
     r * max_cands)."""
     n = offsets.shape[0] - 1
     if n:
         run_ranges(query_reads, range_bounds(n, 64), codes, offsets, max_edits, m, w, rule, order,
-                   low_bits_of(a, m), flag_of(wide_values(a)), max_occ, min_hits, float(min_frac), max_cands,
-                   a["bucket"], a["keys"], a["val"], a["val_hi"], a["multi"], a["multi_hi"], out_strand, out_pos,
-                   out_cnt, n_seeds, n_masked, masked_max)
+                   low_bits_of(a, m), flag_of(wide_values(a)), max_occ, bool(sample), min_hits, float(min_frac),
+                   max_cands, a["bucket"], a["keys"], a["val"], a["val_hi"], a["multi"], a["multi_hi"], out_strand,
+                   out_pos, out_cnt, n_seeds, n_masked, masked_max)
 
 
 def compact(out_strand, out_pos, out_cnt, n_seeds, n_masked, masked_max, max_cands):

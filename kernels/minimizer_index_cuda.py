@@ -78,7 +78,7 @@ def _k_query(codes, offsets, rows, max_edits, m, w, rule, order, low_bits, flag,
         if ns == 0:
             continue
         total, nm, mmax = lookup_seeds(mk, ns, bucket, keys, val, val_hi, multi, multi_hi, low_bits, flag,
-                                       max_occ, lk)
+                                       max_occ, False, lk)
         n_masked[r] = nm
         masked_max[r] = mmax
         if total == 0:

@@ -56,7 +56,7 @@ def _k_query(codes, rc_codes, offsets, max_edits, steps, care, span, ln, e_nb, m
             overflow[r] = 1
             continue
         phf_stages(blk, g, slots, work, ni)
-        nh = push_positions(work, ni, pos, max_occ, hits)
+        nh = push_positions(work, ni, pos, max_occ, 0, hits)
         if nh < 0:
             overflow[r] = 1
             continue

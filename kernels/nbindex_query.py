@@ -256,30 +256,40 @@ def pattern_rows(seq, care, span, ln, step, e_nb, work, var, combo):
 
 
 @njit(cache=True, nogil=True)
-def push_positions(work, ni, pos, max_occ, hits):
+def push_positions(work, ni, pos, max_occ, sample, hits):
     """Hits packed (diag, pattern index) of every looked-up row of work (position range in columns
-    5, 6) that has at most max_occ positions. Returns the count, -1 when hits is too small."""
+    5, 6) that has at most max_occ positions; with sample > 0, also `sample` positions evenly spaced
+    over each row that has more. Returns the count, -1 when hits is too small."""
     nh = 0
     for t in range(ni):
         a = work[t, 5]
         b = work[t, 6]
-        if b > a and b - a <= max_occ:
-            if nh + (b - a) > hits.shape[0]:
-                return -1
-            o = work[t, 3]
-            i = work[t, 0]
+        c = b - a
+        if c <= 0 or (c > max_occ and sample == 0):
+            continue
+        take = c if c <= max_occ else min(c, np.int64(sample))
+        if nh + take > hits.shape[0]:
+            return -1
+        o = work[t, 3]
+        i = work[t, 0]
+        if take == c:
             for u in range(a, b):
                 hits[nh] = ((np.int64(pos[u]) - o + HIT_BIAS) << HIT_SHIFT) | i
                 nh += 1
+            continue
+        for k in range(take):
+            hits[nh] = ((np.int64(pos[a + k * c // take]) - o + HIT_BIAS) << HIT_SHIFT) | i
+            nh += 1
     return nh
 
 
 @njit(cache=True, nogil=True)
-def collect_hits(seq, care, span, ln, step, e_nb, max_occ, blk, g, slots, pos, blk_d, dist, pos_nb,
+def collect_hits(seq, care, span, ln, step, e_nb, max_occ, sample, blk, g, slots, pos, blk_d, dist, pos_nb,
                  hits, work, var, combo):
     """Hits of one oriented read: packed (diag, pattern index) for every pattern s_i b_i at offsets
     0, step, 2 step, ... and the last one, every degenerated b within e_nb substitutions, every
-    position of a neighborhood with at most max_occ positions. Returns (hits, count, npatterns, work),
+    position of a neighborhood with at most max_occ positions (and `sample` evenly spaced ones of each
+    neighborhood with more: push_positions). Returns (hits, count, npatterns, work),
     the buffers grown when they were too small.
 
     Layout: 'list' when pos_nb is given (the block is scanned under the Hamming distance), 'bsearch'
@@ -287,7 +297,7 @@ def collect_hits(seq, care, span, ln, step, e_nb, max_occ, blk, g, slots, pos, b
     lookups of all the read's (degenerated) patterns are done together, stage by stage (phf_stages,
     then the positions)."""
     if pos_nb is not None:
-        return _collect_list(seq, care, span, ln, step, e_nb, max_occ, blk, slots, pos, pos_nb, hits, work)
+        return _collect_list(seq, care, span, ln, step, e_nb, max_occ, sample, blk, slots, pos, pos_nb, hits, work)
     while True:
         ni, npat = pattern_rows(seq, care, span, ln, step, e_nb, work, var, combo)
         if ni < 0:
@@ -300,14 +310,14 @@ def collect_hits(seq, care, span, ln, step, e_nb, max_occ, blk, g, slots, pos, b
                 work[t, 6] = b
         else:                                    # 'phf'
             phf_stages(blk, g, slots, work, ni)
-        nh = push_positions(work, ni, pos, max_occ, hits)   # stage 4: second-level positions
+        nh = push_positions(work, ni, pos, max_occ, sample, hits)   # stage 4: second-level positions
         if nh >= 0:
             return hits, np.int64(nh), npat, work
         hits = np.empty(2 * hits.shape[0], np.int64)
 
 
 @njit(cache=True, nogil=True)
-def _collect_list(seq, care, span, ln, step, e_nb, max_occ, blk, slots, pos, pos_nb, hits, work):
+def _collect_list(seq, care, span, ln, step, e_nb, max_occ, sample, blk, slots, pos, pos_nb, hits, work):
     """collect_hits for the 'list' layout: each pattern's block scanned under the Hamming distance."""
     nh = np.int64(0)
     npat, last = _patterns(seq.shape[0], span + ln, step)
@@ -330,10 +340,11 @@ def _collect_list(seq, care, span, ln, step, e_nb, max_occ, blk, slots, pos, pos
                 continue
             while k < b and pos_nb[k] == pos_nb[j]:
                 k += 1
-            if k - j <= max_occ:
-                for t in range(j, k):
-                    hits = _push(hits, nh, ((np.int64(pos[t]) - o + HIT_BIAS) << HIT_SHIFT) | i)
-                    nh += 1
+            c = k - j
+            take = c if c <= max_occ else min(c, np.int64(sample))
+            for t in range(take):
+                hits = _push(hits, nh, ((np.int64(pos[j + t * c // take]) - o + HIT_BIAS) << HIT_SHIFT) | i)
+                nh += 1
             j = k
     return hits, nh, npat, work
 
@@ -372,8 +383,8 @@ def lossless_step(length, width, step, max_edits):
 
 
 @njit(cache=True, nogil=True)
-def query_reads(r0, r1, codes, rc_codes, offsets, max_edits, care, span, ln, steps, e_nb, max_occ, max_cands,
-                min_hits, blk, g, slots, pos, blk_d, dist, pos_nb, nvar, out_pos, out_cnt):
+def query_reads(r0, r1, codes, rc_codes, offsets, max_edits, care, span, ln, steps, e_nb, max_occ, sample,
+                max_cands, min_hits, blk, g, slots, pos, blk_d, dist, pos_nb, nvar, out_pos, out_cnt):
     """query_batch for reads r0..r1-1, read r cut at steps[r] (one range, one thread; scratch buffers
     grow as needed)."""
     hits = np.empty(1024, np.int64)
@@ -391,7 +402,7 @@ def query_reads(r0, r1, codes, rc_codes, offsets, max_edits, care, span, ln, ste
         st_r = steps[r]
         for s in range(2):
             seq = codes[a:b] if s == 0 else rc_codes[a:b]
-            hits, nh, npat, work = collect_hits(seq, care, span, ln, st_r, e_nb, max_occ, blk, g, slots, pos,
+            hits, nh, npat, work = collect_hits(seq, care, span, ln, st_r, e_nb, max_occ, sample, blk, g, slots, pos,
                                                 blk_d, dist, pos_nb, hits, work, var, combo)
             if npat > stamp.shape[0]:
                 stamp = np.zeros(2 * npat, np.int64)
@@ -407,19 +418,20 @@ def query_reads(r0, r1, codes, rc_codes, offsets, max_edits, care, span, ln, ste
 
 
 def query_batch(codes, rc_codes, offsets, max_edits, care, span, ln, step, lossless, e_nb, max_occ, max_cands,
-                min_hits, blk, g, slots, pos, blk_d, dist, pos_nb, out_pos, out_cnt):
+                min_hits, blk, g, slots, pos, blk_d, dist, pos_nb, out_pos, out_cnt, sample=0):
     """Candidates of every read and strand: out_pos[(2 r + s) * max_cands + k], k < out_cnt[2 r + s],
-    ascending. With lossless, each read is cut at lossless_step(its length, ..., max_edits[r]) instead
-    of step (computed here, once per distinct (length, max_edits): the kernel gets a step per read and
-    lossless_step compiles only for lossless runs). Layout as in collect_hits (blk_d, dist, pos_nb: None
-    where unused). Parallel over ranges of reads (threads.py); results do not depend on the thread
+    ascending. sample > 0: neighborhoods with more than max_occ positions give that many of them,
+    evenly spaced, instead of none (push_positions). With lossless, each read is cut at
+    lossless_step(its length, ..., max_edits[r]) instead of step (computed here, once per distinct
+    (length, max_edits): the kernel gets a step per read and lossless_step compiles only for lossless
+    runs). Layout as in collect_hits (blk_d, dist, pos_nb: None where unused). Parallel over ranges of reads (threads.py); results do not depend on the thread
     count."""
     n = offsets.shape[0] - 1
     steps = read_steps(offsets, max_edits, span + ln, step, lossless)
     nvar = 1 if pos_nb is not None else n_variants(ln, e_nb)
     run_ranges(query_reads, range_bounds(n, 64), codes, rc_codes, offsets, max_edits, care, span, ln, steps,
-               e_nb, max_occ, max_cands, min_hits, blk, g, slots, pos, blk_d, dist, pos_nb, nvar, out_pos,
-               out_cnt)
+               e_nb, max_occ, np.int64(sample), max_cands, min_hits, blk, g, slots, pos, blk_d, dist, pos_nb, nvar,
+               out_pos, out_cnt)
 
 
 def read_steps(offsets, max_edits, width, step, lossless):

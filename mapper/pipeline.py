@@ -669,12 +669,18 @@ class Pipeline:
             r = 2 * pp + mate
             own = np.where(primary[r] == pick[pp], mapq[r], 0)
             primary[r] = pick[pp]
-            # a mate placed by its partner: at most 40 above what it has on its own
-            mapq[r] = np.maximum(own, np.minimum(pair_mapq[pp], own + 40))
+            mapq[r] = mate_lifted_mapq(own, pair_mapq[pp], h.mapq_cap[r])
         self.stats.proper_pairs += int(proper.sum())
         self._timed("pair", t)
         supp, supp_mapq = self.supplementary(h, primary)
         return self.write(h, primary, mapq, supp, supp_mapq, pairs=proper)
+
+
+def mate_lifted_mapq(own, pair_mapq, cap):
+    """MAPQ of reads placed in proper pairs: their own (0 where the pair moved them), lifted by the
+    pair's MAPQ up to 40 above it; not lifted where the seeder capped them at 0 (their copies only
+    sampled: a read of a repeat array also fits the array shifted by its period near its mate)."""
+    return np.maximum(own, np.where(cap > 0, np.minimum(pair_mapq, own + 40), 0))
 
 
 #: a read's further candidates need only reach its first strong alignment's score less this many units

@@ -228,3 +228,35 @@ def test_indels_longer_than_the_band(tmp_path, genome):
     st, recs = align(tmp_path, ref, reads[:1], extender_opts={"band": 16})
     assert [r.is_supplementary for r in recs] == [False, True] and st.supplementary == 1
     assert all("D" not in r.cigarstring for r in recs)
+
+
+def test_reads_of_telomere_arrays_are_placed_at_mapq_0(tmp_path):
+    """Reads made of TTAGGG repeat, whose every pattern is over max_occ, are placed in an array at
+    MAPQ 0 (as bwa mem places them) and counted in the summary; a unique read keeps MAPQ 60."""
+    rng = np.random.default_rng(8)
+    tel = "TTAGGG" * 1000                          # 2,000 copies of each pattern: over max_occ
+    contigs = {"chr1": revcomp(tel) + rand_seq(rng, 20000) + tel, "chr2": revcomp(tel) + rand_seq(rng, 15000) + tel}
+    ref = tmp_path / "tel.fa"
+    ref.write_text("".join(f">{k}\n{v}\n" for k, v in contigs.items()))
+    unique = contigs["chr1"][9000:9150]
+    reads = [("tel", ("TTAGGG" * 26)[2:152]), ("tel_rc", ("CCCTAA" * 26)[:150]), ("unique", unique)]
+    st, recs = align(tmp_path, ref, reads)
+    got = {r.query_name: r for r in recs if not r.is_secondary and not r.is_supplementary}
+    assert got["unique"].mapping_quality == 60 and got["unique"].reference_start == 9000
+    for name in ("tel", "tel_rc"):
+        r = got[name]
+        assert not r.is_unmapped and r.mapping_quality == 0 and r.cigarstring == "150M"
+        assert r.get_tag("NM") == 0
+        assert contigs[r.reference_name][r.reference_start:r.reference_end] == r.query_sequence
+    st, recs = align(tmp_path, ref, reads, seeder_opts={"sample_occ": 0})
+    assert sum(r.is_unmapped for r in recs) == 2
+    # a pair whose read 1 lies in the array next to its unique mate: placed by it, at MAPQ 0
+    c1 = contigs["chr1"]
+    for i, seq in ((1, c1[5800:5950]), (2, revcomp(c1[6050:6200]))):
+        (tmp_path / f"m{i}.fq").write_text(f"@p\n{seq}\n+\n{'I' * 150}\n")
+    api.align(str(ref), str(tmp_path / "m1.fq"), mates_path=str(tmp_path / "m2.fq"), out=str(tmp_path / "p.sam"),
+              options=AlignOptions(progress=False), summary=False)
+    with pysam.AlignmentFile(str(tmp_path / "p.sam")) as sam:
+        r1, r2 = [r for r in sam if not r.is_supplementary]
+    assert (r2.reference_start, r2.mapping_quality) == (6050, 60)
+    assert r1.is_proper_pair and r1.mapping_quality == 0

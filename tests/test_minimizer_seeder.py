@@ -72,12 +72,17 @@ def py_occurrences(ref, m, w, rule, order):
 
 
 def py_table(ref, m, w, rule, order, max_occ):
-    """({key: occurrences} of kept keys, {key: count} of masked keys)."""
+    """({key: occurrences} of kept keys, {key: (count, kept sample)} of masked keys: SAMPLE_KEPT of
+    their occurrences, evenly spaced)."""
     table = {}
     for key, v in py_occurrences(ref, m, w, rule, order):
         table.setdefault(key, []).append(v)
+
+    def sample(v):
+        k = min(len(v), K.SAMPLE_KEPT)
+        return len(v), [v[t * len(v) // k] for t in range(k)]
     return ({k: v for k, v in table.items() if len(v) <= max_occ},
-            {k: len(v) for k, v in table.items() if len(v) > max_occ})
+            {k: sample(sorted(v)) for k, v in table.items() if len(v) > max_occ})
 
 
 def decode_table(a, m, max_occ):
@@ -102,8 +107,9 @@ def decode_table(a, m, max_occ):
                 c = int(multi[j])
                 assert c >= 2
                 if c > max_occ:
-                    over[key] = c
-                    nxt = j + 1
+                    k = min(c, K.SAMPLE_KEPT)
+                    over[key] = c, multi[j + 1:j + 1 + k].tolist()
+                    nxt = j + 1 + k
                 else:
                     kept[key] = multi[j + 1:j + 1 + c].tolist()
                     nxt = j + 1 + c
@@ -112,7 +118,11 @@ def decode_table(a, m, max_occ):
             occ, count = K.lookup(a["bucket"], a["keys"], a["val"], a["val_hi"], a["multi"], a["multi_hi"], key,
                                   low_bits, flag, max_occ)
             assert occ.tolist() == kept.get(key, [])
-            assert count == (over[key] if key in over else len(kept[key]))
+            assert count == (over[key][0] if key in over else len(kept[key]))
+            if key in over:
+                occ, _ = K.lookup(a["bucket"], a["keys"], a["val"], a["val_hi"], a["multi"], a["multi_hi"], key,
+                                  low_bits, flag, max_occ, True)
+                assert occ.tolist() == over[key][1]
     assert nxt == multi.shape[0]
     return kept, over
 
@@ -332,14 +342,15 @@ def test_thread_count_does_not_change_candidates(sim_data):
 def test_masked_repeats_are_counted_noted_and_rescued():
     """A unit copied more than max_occ times is masked: a read from it gets no candidates from it, and
     the seeder reports its masked seeds (repeats=True) and a run note; with its occurrences kept
-    (rescue_occ) the read is seeded again from them, at MAPQ 0."""
+    (rescue_occ) the read is seeded again from them, at MAPQ 0; without them, from the sample of
+    occurrences the index keeps, at MAPQ 0."""
     rng = np.random.default_rng(6)
     unit = rng.integers(0, 4, 150).astype(np.uint8)
     parts = [rng.integers(0, 4, 500).astype(np.uint8)]
     for _ in range(12):
         parts += [unit, rng.integers(0, 4, 200).astype(np.uint8)]
     ref = make_reference([np.concatenate(parts)])
-    seeder = MinimizerSeeder(max_occ=10, rescue_occ=10)
+    seeder = MinimizerSeeder(max_occ=10, rescue_occ=10, sample=False)
     index = seeder.build_index(ref)
     assert index.n_masked > 0 and int(index.masked_counts.min()) >= 12
     unique = ref.codes[:100]
@@ -350,6 +361,10 @@ def test_masked_repeats_are_counted_noted_and_rescued():
     assert rep["masked"][0] == 0 and rep["masked_max"][0] == 0
     notes = seeder.run_notes()
     assert len(notes) == 1 and "1 read(s) had only over-represented minimizers" in notes[0]
+    sampling = MinimizerSeeder(max_occ=10, rescue_occ=10)
+    c = sampling.candidates(index, make_batch([unique, inside]), np.array([3, 3], np.int32))
+    assert (c.read == 1).sum() == 12 and c.mapq_cap.tolist() == [60, 0]      # 12 copies: all kept
+    assert "1 read(s) had only minimizers with more than rescue_occ" in sampling.run_notes()[1]
     rescuing = MinimizerSeeder(max_occ=10)
     c, rep = rescuing.candidates(rescuing.build_index(ref), make_batch([unique, inside]), np.array([3, 3], np.int32),
                                  repeats=True)
@@ -360,6 +375,24 @@ def test_masked_repeats_are_counted_noted_and_rescued():
     roomy = MinimizerSeeder(max_occ=100)
     c = roomy.candidates(roomy.build_index(ref), make_batch([inside]), np.array([3], np.int32))
     assert len(c) == 12 and roomy.run_notes() == []
+
+
+def test_reads_of_high_copy_arrays_are_placed_from_the_kept_sample():
+    """A unit copied 150 times, over rescue_occ: the index keeps SAMPLE_KEPT of each masked key's
+    occurrences, evenly spaced; a read of the unit is placed on copies spread over the whole array."""
+    rng = np.random.default_rng(9)
+    unit = rng.integers(0, 4, 120).astype(np.uint8)
+    parts = [rng.integers(0, 4, 300).astype(np.uint8)]
+    for _ in range(150):
+        parts += [unit, rng.integers(0, 4, 80).astype(np.uint8)]
+    ref = make_reference([np.concatenate(parts)])
+    seeder = MinimizerSeeder(max_occ=10, rescue_occ=20, max_cands=64)
+    index = seeder.build_index(ref)
+    c = seeder.candidates(index, make_batch([unit[10:110]]), np.array([3], np.int32))
+    starts = 300 + 200 * np.arange(150) + 10
+    assert np.isin(c.pos, starts).all() and c.mapq_cap.tolist() == [0]
+    assert 30 <= len(c) <= 64 and c.pos.min() < starts[20] and c.pos.max() > starts[130]
+    assert seeder.stats["sampled"] == 1
 
 
 def test_empty_batch_short_reads_and_bad_max_edits(small_ref):

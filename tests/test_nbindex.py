@@ -72,71 +72,81 @@ def brute_edits_to_break(L, W, step):
 
 
 def reference_candidates(ref, care, span, ln, reads, max_edits, step, e_nb, max_occ, max_cands, min_hits,
-                         lossless=False):
-    """The seeding specification in plain Python (slow; small inputs)."""
+                         lossless=False, sample_occ=0):
+    """The seeding specification in plain Python (slow; small inputs). A read without candidates
+    is seeded again with sample_occ evenly spaced positions of each neighborhood over max_occ."""
     table = {}
     for key, nb, p in brute_triples(ref, care, span, ln):
         table.setdefault((key, nb), []).append(p)
+    out = []
+    for r in range(len(reads)):
+        args = (table, care, span, ln, reads[r], r, max_edits[r], step, e_nb, max_occ, max_cands, min_hits, lossless)
+        out += _spec_read(*args, 0) or (_spec_read(*args, sample_occ) if sample_occ else [])
+    return out
+
+
+def _spec_read(table, care, span, ln, read, r, max_e, step, e_nb, max_occ, max_cands, min_hits, lossless, sample):
+    """reference_candidates of one read, taking `sample` positions of neighborhoods over max_occ."""
     W = span + ln
     out = []
-    for r, read in enumerate(reads):
-        st = step
-        if lossless:
-            st = next((x for x in range(step, 0, -1)
-                       if len(read) >= W and Q.edits_to_break(len(read), W, x) > max_edits[r]), 1)
-        for s, seq in enumerate((read, revcomp(read))):
-            L = len(seq)
-            if L < W:
+    st = step
+    if lossless:
+        st = next((x for x in range(step, 0, -1)
+                   if len(read) >= W and Q.edits_to_break(len(read), W, x) > max_e), 1)
+    for s, seq in enumerate((read, revcomp(read))):
+        L = len(seq)
+        if L < W:
+            continue
+        last = L - W
+        offs = list(range(0, last + 1, st))
+        if last % st:
+            offs.append(last)
+        hits = []
+        for i, o in enumerate(offs):
+            w = seq[o:o + W]
+            if (w > 3).any():
                 continue
-            last = L - W
-            offs = list(range(0, last + 1, st))
-            if last % st:
-                offs.append(last)
-            hits = []
-            for i, o in enumerate(offs):
-                w = seq[o:o + W]
-                if (w > 3).any():
-                    continue
-                key = 0
-                for q in care:
-                    key = key * 4 + int(w[q])
-                b = [int(x) for x in w[span:]]
-                variants = set()
-                for d in range(e_nb + 1):
-                    for where in itertools.combinations(range(ln), d):
-                        for subs in itertools.product((1, 2, 3), repeat=d):
-                            v = list(b)
-                            for q, x in zip(where, subs):
-                                v[q] = (v[q] + x) % 4
-                            variants.add(sum(x << (2 * (ln - 1 - q)) for q, x in enumerate(v)))
-                for nb in variants:
-                    lst = table.get((key, nb), [])
-                    if 0 < len(lst) <= max_occ:
-                        hits += [(p - o, i) for p in lst]
-            hits.sort()
-            clusters = []
-            for d, i in hits:
-                if clusters and d - clusters[-1][-1][0] <= max_edits[r]:
-                    clusters[-1].append((d, i))
-                else:
-                    clusters.append([(d, i)])
-            kept = []
-            for cl in clusters:
-                support = len({i for _, i in cl})
-                counts = {}
-                for d, _ in cl:
-                    counts[d] = counts.get(d, 0) + 1
-                best = min(counts, key=lambda d: (-counts[d], d))
-                if support >= min_hits:
-                    kept.append((support, best))
-                    far = {d: c for d, c in counts.items() if abs(d - best) > max_edits[r]}
-                    if cl[-1][0] - cl[0][0] > max_edits[r] and far:     # a tandem array: its runner-up
-                        second = min(far, key=lambda d: (-far[d], d))
-                        if far[second] >= min_hits:
-                            kept.append((far[second], second))
-            kept.sort(key=lambda x: (-x[0], x[1]))
-            for _, d in sorted(kept[:max_cands], key=lambda x: x[1]):
-                out.append((r, s, d))
+            key = 0
+            for q in care:
+                key = key * 4 + int(w[q])
+            b = [int(x) for x in w[span:]]
+            variants = set()
+            for d in range(e_nb + 1):
+                for where in itertools.combinations(range(ln), d):
+                    for subs in itertools.product((1, 2, 3), repeat=d):
+                        v = list(b)
+                        for q, x in zip(where, subs):
+                            v[q] = (v[q] + x) % 4
+                        variants.add(sum(x << (2 * (ln - 1 - q)) for q, x in enumerate(v)))
+            for nb in variants:
+                lst = sorted(table.get((key, nb), []))
+                c = len(lst)
+                take = c if c <= max_occ else min(c, sample)
+                hits += [(lst[k * c // take] - o, i) for k in range(take)]
+        hits.sort()
+        clusters = []
+        for d, i in hits:
+            if clusters and d - clusters[-1][-1][0] <= max_e:
+                clusters[-1].append((d, i))
+            else:
+                clusters.append([(d, i)])
+        kept = []
+        for cl in clusters:
+            support = len({i for _, i in cl})
+            counts = {}
+            for d, _ in cl:
+                counts[d] = counts.get(d, 0) + 1
+            best = min(counts, key=lambda d: (-counts[d], d))
+            if support >= min_hits:
+                kept.append((support, best))
+                far = {d: c for d, c in counts.items() if abs(d - best) > max_e}
+                if cl[-1][0] - cl[0][0] > max_e and far:     # a tandem array: its runner-up
+                    second = min(far, key=lambda d: (-far[d], d))
+                    if far[second] >= min_hits:
+                        kept.append((far[second], second))
+        kept.sort(key=lambda x: (-x[0], x[1]))
+        for _, d in sorted(kept[:max_cands], key=lambda x: x[1]):
+            out.append((r, s, d))
     return out
 
 
@@ -313,7 +323,8 @@ def test_candidates_match_specification(genome, genome_index, lookup, e_nb):
     s = NeighborhoodSeeder(seed_len=7, nb_len=6, step=5, e_nb=e_nb, max_occ=3, max_cands=4, min_hits=1 + (e_nb == 1),
                            lookup=lookup)
     got = s.candidates(index, make_batch(reads), me)
-    want = reference_candidates(genome, np.arange(7), 7, 6, reads, me, 5, e_nb, 3, 4, 1 + (e_nb == 1))
+    want = reference_candidates(genome, np.arange(7), 7, 6, reads, me, 5, e_nb, 3, 4, 1 + (e_nb == 1),
+                                sample_occ=s.sample_occ)
     assert as_tuples(got) == want
     assert got.read.dtype == np.int32 and got.strand.dtype == np.int8 and got.pos.dtype == np.int64
 
@@ -459,6 +470,42 @@ def test_tandem_array_reads_get_a_second_candidate():
     unique_read = seq[1000:1100].copy()
     c = seeder.candidates(index, make_batch([unique_read]), np.array([8], np.int32))
     assert c.pos[c.strand == 0].tolist() == [1000]
+
+
+def test_reads_of_repeat_arrays_are_placed_from_a_sample():
+    """A read made of a repeat array whose patterns all have more than max_occ positions gets
+    candidates from sample_occ evenly spaced positions of each (MAPQ capped at 0); with sample_occ=0
+    it has none. Reads with candidates of their own are untouched."""
+    rng = np.random.default_rng(4)
+    unit = np.array([3, 3, 0, 2, 2, 2], np.uint8)                  # TTAGGG
+    arrays = [np.tile(unit, 400) for _ in range(4)]
+    a = np.concatenate([arrays[0], rng.integers(0, 4, 20_000), arrays[1]]).astype(np.uint8)
+    b = np.concatenate([arrays[2], rng.integers(0, 4, 15_000), arrays[3]]).astype(np.uint8)
+    ref = make_reference([a, b], ["chrA", "chrB"])
+    in_array = [(0, 2400), (22_400, 24_800), (24_800, 27_200), (42_200, 44_600)]
+    tel = np.tile(unit, 25)                                       # 150 bp
+    unique = a[5000:5150].copy()
+    rc_tel = revcomp(np.tile(unit, 20)[3:123])
+    max_e = np.array([6, 6, 6], np.int32)
+    batch = [tel, unique, rc_tel]
+    off = NeighborhoodSeeder(seed_len=7, nb_len=6, max_occ=100, sample_occ=0)
+    index = off.build_index(ref)
+    c0 = off.candidates(index, make_batch(batch), max_e)
+    assert sorted(set(c0.read.tolist())) == [1] and c0.mapq_cap is None
+    seeder = NeighborhoodSeeder(seed_len=7, nb_len=6, max_occ=100)
+    c = seeder.candidates(index, make_batch(batch), max_e)
+    assert sorted(set(c.read.tolist())) == [0, 1, 2]
+    assert list(zip(c.strand[c.read == 1].tolist(), c.pos[c.read == 1].tolist())) == \
+        list(zip(c0.strand.tolist(), c0.pos.tolist()))
+    assert c.mapq_cap.tolist() == [0, 60, 0]
+    for r in (0, 2):
+        pos = c.pos[c.read == r]
+        assert all(any(lo - 150 <= p <= hi for lo, hi in in_array) for p in pos.tolist()), (r, pos.tolist())
+        assert len({next(i for i, (lo, hi) in enumerate(in_array) if lo - 150 <= p <= hi) for p in pos.tolist()}) > 1
+    assert seeder.stats["sampled"] == 2 and "2 read(s) had only patterns" in seeder.run_notes()[0]
+    for lookup in ("bsearch", "list"):                  # every layout samples the same positions
+        other = NeighborhoodSeeder(seed_len=7, nb_len=6, max_occ=100, lookup=lookup)
+        assert as_tuples(other.candidates(index, make_batch(batch), max_e)) == as_tuples(c)
 
 
 # ------------------------------------------------------------------------------------ index file

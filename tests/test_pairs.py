@@ -334,3 +334,13 @@ def test_pair_mapq_against_the_mates_apart():
     # pair 0: a margin of 290 - 283 = 7 score points, 13 phred an edit (5 points) less 7; pair 1: its
     # mates apart would sit where the pair has them, no other placement: 60
     assert q.tolist() == [13 * 7 // 5 - 7, 60]
+
+
+def test_a_mate_lifts_its_partner_unless_the_seeder_capped_it_at_0():
+    """A read placed by its mate gets the pair's MAPQ, at most 40 above its own; one whose copies the
+    seeder only sampled (cap 0: a repeat array, where it also fits shifted by its period) keeps its own."""
+    from pymap.pipeline import mate_lifted_mapq
+    own = np.array([0, 0, 10, 50, 0])
+    pair = np.array([60, 25, 60, 30, 60])
+    cap = np.array([60, 60, 60, 60, 0])
+    assert mate_lifted_mapq(own, pair, cap).tolist() == [40, 25, 50, 50, 0]

@@ -7,7 +7,10 @@ minimum of a window kept so that both strands share them. The index (kernels/min
 every occurrence (position, orientation) under its minimizer, up to rescue_occ occurrences (a minimizer
 with more keeps only its count). Seeding masks minimizers with more than max_occ occurrences; a read
 whose minimizers are mostly or all masked is seeded again with those up to rescue_occ (as minimap2's
-max_max_occ: a read inside a repeat family still reaches its own copy). A read is cut into the same
+max_max_occ: a read inside a repeat family still reaches its own copy); a read still without candidates
+whose minimizers hit keys over rescue_occ is placed from the evenly spaced sample of occurrences the index
+keeps of such keys (kernels/minimizer_index.py SAMPLE_KEPT), at MAPQ 0, as bwa mem samples the
+occurrences of over-frequent seeds (reads made of telomere or satellite repeats). A read is cut into the same
 minimizers (a stretch of w + m - 1 bases shared with the reference always shares one), each hit gives a
 diagonal on a strand, and the diagonals are clustered as in the neighborhood seeder
 (kernels/diagonal_clusters.py). docs/seeding.md ("minimizer seeder") has the measurements behind the
@@ -38,7 +41,7 @@ from pymap.kernels.threads import tally
 from pymap.plugins import Seeder, choice_option, int_option, resolve_device
 
 #: bumped when the index content changes meaning (hash, layout); part of the mismatch check
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 HASH_NAME = "mm2-hash64/bucketed-sorted"
 
 # Defaults measured on E. coli, the 30 Mbp genome and the divergent sets (docs/seeding.md).
@@ -183,7 +186,8 @@ class MinimizerSeeder(Seeder):
     all_locations_defaults = {"max_cands": 1000, "min_frac": 0.0}
 
     def __init__(self, m=None, w=None, rule=None, order=None, max_occ=DEFAULT_MAX_OCC, rescue_occ=None,
-                 max_cands=DEFAULT_MAX_CANDS, min_hits=DEFAULT_MIN_HITS, min_frac=DEFAULT_MIN_FRAC, device="cpu"):
+                 max_cands=DEFAULT_MAX_CANDS, min_hits=DEFAULT_MIN_HITS, min_frac=DEFAULT_MIN_FRAC, sample=True,
+                 device="cpu"):
         self.m = None if m is None else _m_option(m)
         self.w = None if w is None else int_option("w", w, 1, 255)
         self.rule = None if rule is None else choice_option("rule", rule, RULES)
@@ -198,9 +202,13 @@ class MinimizerSeeder(Seeder):
                 or not 0 <= float(min_frac) <= 1:
             raise ValueError(f"min_frac must be a number in 0..1, got {min_frac!r}")
         self.min_frac = float(min_frac)
+        if not isinstance(sample, bool):
+            raise ValueError(f"sample must be true or false, got {sample!r}")
+        self.sample = sample
         self.device = resolve_device(device)
         self.timing = {}               # on the GPU: kernel_ms, cpu_reads (hits over the device buffers)
-        self.stats = {"reads": 0, "no_minimizer": 0, "all_masked": 0, "rescued": 0, "mostly_masked": 0}
+        self.stats = {"reads": 0, "no_minimizer": 0, "all_masked": 0, "rescued": 0, "mostly_masked": 0,
+                      "sampled": 0}
 
     # ---------------------------------------------------------------- parameters
     def build_params(self, genome_len):
@@ -256,7 +264,7 @@ class MinimizerSeeder(Seeder):
         p = index.params
         mask_occ = min(self.max_occ, p["rescue_occ"])
 
-        def query_with(max_occ, max_cands, device):
+        def query_with(max_occ, max_cands, device, sample=False):
             def query(codes, offsets, max_e):
                 args = (codes, offsets, max_e, p["m"], p["w"], RULES[p["rule"]], ORDERS[p["order"]], max_occ,
                         self.min_hits, self.min_frac, max_cands, index.arrays)
@@ -264,9 +272,17 @@ class MinimizerSeeder(Seeder):
                     from pymap.kernels.minimizer_index_cuda import query_batch_cuda
                     read, strand, pos, rep = query_batch_cuda(*args, timing=self.timing)
                 else:
-                    read, strand, pos, rep = query_batch(*args)
+                    read, strand, pos, rep = query_batch(*args, sample=sample)
                 return (read, strand, pos, *rep)
             return query
+
+        def replace(read, strand, pos, redo, more):
+            """The candidates with those of reads `redo` replaced by `more` (a query of batch.subset(redo))."""
+            keep = np.flatnonzero(np.isin(read, redo, invert=True))
+            read = np.concatenate([read[keep], redo[more[0]].astype(read.dtype)])
+            order = np.argsort(read, kind="stable")      # each read's candidates come from one query
+            return read[order], np.concatenate([strand[keep], more[1]])[order], \
+                np.concatenate([pos[keep], more[2]])[order]
         cat = idxfile.in_read_ranges(batch, max_edits, self.max_cands,
                                      query_with(mask_occ, self.max_cands, self.device))
         read, strand, pos, seeds, masked, masked_max = cat
@@ -279,14 +295,21 @@ class MinimizerSeeder(Seeder):
             wide = RESCUE_CANDS * self.max_cands       # a family's copies outnumber a unique read's hits
             more = idxfile.in_read_ranges(batch.subset(redo), max_edits[redo], wide,
                                           query_with(p["rescue_occ"], wide, self.device))
-            keep = np.flatnonzero(np.isin(read, redo, invert=True))
-            read = np.concatenate([read[keep], redo[more[0]].astype(read.dtype)])
-            order = np.argsort(read, kind="stable")      # each read's candidates come from one query
-            read, strand, pos = read[order], np.concatenate([strand[keep], more[1]])[order], \
-                np.concatenate([pos[keep], more[2]])[order]
+            read, strand, pos = replace(read, strand, pos, redo, more)
             none = redo[ncand[redo] == 0]
             tally(self.stats, "rescued", int(np.isin(none, redo[more[0]]).sum()))
             cap[none] = 0            # their copies may outnumber the candidates a read can have
+        # reads still without candidates, their minimizers masked beyond rescue_occ: placed from the
+        # sample the index keeps of each such key (on the CPU, whatever the device)
+        left = np.flatnonzero((masked > 0) & (np.bincount(read, minlength=n) == 0))
+        if left.size and self.sample:
+            wide = RESCUE_CANDS * self.max_cands
+            more = idxfile.in_read_ranges(batch.subset(left), max_edits[left], wide,
+                                          query_with(p["rescue_occ"], wide, "cpu", sample=True))
+            read, strand, pos = replace(read, strand, pos, left, more)
+            placed = np.unique(left[more[0]])
+            tally(self.stats, "sampled", int(placed.size))
+            cap[placed] = 0
         c = Candidates(read, strand, pos, mapq_cap=cap)
         self._count(seeds, masked, ncand)
         if repeats:
@@ -313,6 +336,9 @@ class MinimizerSeeder(Seeder):
         if s["rescued"]:
             notes.append(f"{s['rescued']} read(s) without candidates from their other minimizers were seeded "
                          f"by those with up to rescue_occ occurrences (MAPQ 0: more copies may exist)")
+        if s["sampled"]:
+            notes.append(f"{s['sampled']} read(s) had only minimizers with more than rescue_occ occurrences "
+                         f"(repeat arrays): seeded from the sample of their occurrences the index keeps, MAPQ 0")
         if s["mostly_masked"]:
             notes.append(f"{s['mostly_masked']} read(s) had most of their minimizers masked (repeats): seeded "
                          f"again with those up to rescue_occ occurrences; as copies over rescue_occ may be "

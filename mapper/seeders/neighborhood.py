@@ -21,6 +21,7 @@ from pymap.kernels.diagonal_clusters import HIT_BIAS
 from pymap.kernels.nbindex_build import build as build_arrays
 from pymap.kernels.nbindex_layouts import bsearch_layout, list_layout
 from pymap.kernels.nbindex_query import LOOKUPS, compact, edits_to_break, from_counts, query_batch
+from pymap.kernels.select import MAPQ_MAX
 from pymap.kernels.threads import tally
 from pymap import index as idxfile
 from pymap.batch import Candidates
@@ -38,6 +39,9 @@ DEFAULT_E_NB = 0
 DEFAULT_MAX_OCC = 1000
 DEFAULT_MAX_CANDS = 64
 DEFAULT_MIN_HITS = 1
+#: a read whose patterns all have more than max_occ positions is placed from this many of each
+#: pattern's positions, evenly spaced (bwa mem samples max_occ occurrences of such seeds likewise)
+DEFAULT_SAMPLE_OCC = 64
 #: candidate slots (reads x 2 strands x max_cands) of one query call: a batch is queried in parts of
 #: at most this many, which bounds the per-read output buffers to 128 MiB
 QUERY_SLOTS = 1 << 24
@@ -153,7 +157,7 @@ class NeighborhoodSeeder(Seeder):
 
     def __init__(self, seed_len=None, nb_len=None, pattern=None, step=DEFAULT_STEP, e_nb=DEFAULT_E_NB,
                  max_occ=DEFAULT_MAX_OCC, max_cands=DEFAULT_MAX_CANDS, min_hits=DEFAULT_MIN_HITS,
-                 lookup=DEFAULT_LOOKUP, lossless=False, device="cpu"):
+                 lookup=DEFAULT_LOOKUP, lossless=False, sample_occ=DEFAULT_SAMPLE_OCC, device="cpu"):
         self.seed_len = None if seed_len is None else int_option("seed_len", seed_len, 1, MAX_CARE)
         self.nb_len = None if nb_len is None else int_option("nb_len", nb_len, 1, 16)
         if pattern is not None:
@@ -168,6 +172,7 @@ class NeighborhoodSeeder(Seeder):
         if self.nb_len is not None and self.e_nb > self.nb_len:
             raise ValueError(f"e_nb ({e_nb}) must not exceed nb_len ({self.nb_len})")
         self.max_occ = int_option("max_occ", max_occ, 1)
+        self.sample_occ = int_option("sample_occ", sample_occ, 0, 1 << 20)
         self.max_cands = int_option("max_cands", max_cands, 1, 100_000)
         self.min_hits = int_option("min_hits", min_hits, 1)
         if lookup not in LOOKUPS:
@@ -179,6 +184,7 @@ class NeighborhoodSeeder(Seeder):
         self.device = resolve_device(device) if lookup == "phf" else choice_option("device", device, ("cpu",))
         self.timing = {}               # on the GPU: kernel_ms, cpu_reads (hits over the device buffers)
         self.beyond_guarantee = {}     # (read length, e) -> reads, for lossless runs
+        self.stats = {"sampled": 0}    # reads placed from a sample of over-represented patterns' positions
 
     # ---------------------------------------------------------------- parameters
     def build_params(self, genome_len):
@@ -252,6 +258,27 @@ class NeighborhoodSeeder(Seeder):
             raise ValueError(f"reads must be shorter than {HIT_BIAS} bases for the neighborhood seeder")
         if self.lossless:
             self._count_beyond_guarantee(index, np.diff(batch.offsets), max_edits)
+        read, strand, pos = self._query(index, batch, max_edits, self.device, 0)
+        cap = None
+        if self.sample_occ:
+            # reads without candidates: where their patterns were all over max_occ (repeat arrays,
+            # satellites), a sample of those positions places them, at MAPQ 0 (more copies exist)
+            empty = np.flatnonzero(np.bincount(read, minlength=n) == 0)
+            if empty.size:
+                more = self._query(index, batch.subset(empty), max_edits[empty], "cpu", self.sample_occ)
+                sampled = empty[more[0]]
+                read, strand, pos = (np.concatenate(x) for x in ((read, sampled.astype(read.dtype)),
+                                                                 (strand, more[1]), (pos, more[2])))
+                order = np.argsort(read, kind="stable")
+                read, strand, pos = read[order], strand[order], pos[order]
+                cap = np.full(n, MAPQ_MAX, np.int64)
+                cap[sampled] = 0
+                tally(self.stats, "sampled", int(np.unique(sampled).size))
+        return Candidates(read, strand, pos, mapq_cap=cap)
+
+    def _query(self, index, batch, max_edits, device, sample):
+        """(read, strand, pos) of the index query, sorted by read (query_batch; sample as there)."""
+        n = len(batch)
         blk_d, dist, pos_nb = index.layout(self.lookup)
         a = index.arrays
         offsets = np.ascontiguousarray(batch.offsets, dtype=np.int64)
@@ -265,7 +292,7 @@ class NeighborhoodSeeder(Seeder):
             offs = offsets[r0:r1 + 1] - offsets[r0]
             sl = slice(int(offsets[r0]), int(offsets[r1]))
             m = r1 - r0
-            if self.device == "gpu":
+            if device == "gpu":
                 from pymap.kernels.nbindex_cuda import query_batch_cuda
                 # the batch's own arrays, whatever the part, with the part's offsets into them: the
                 # device copy the filter and the extender use too (resident keys on the array), not
@@ -280,11 +307,11 @@ class NeighborhoodSeeder(Seeder):
             out_cnt = np.zeros(2 * m, np.int64)
             query_batch(codes[sl], rc[sl], offs, max_edits[r0:r1], index.care, index.span, index.ln,
                         self.step, self.lossless, self.e_nb, self.max_occ, mc, self.min_hits,
-                        a["blk"], a["g"], a["slots"], a["pos"], blk_d, dist, pos_nb, out_pos, out_cnt)
+                        a["blk"], a["g"], a["slots"], a["pos"], blk_d, dist, pos_nb, out_pos, out_cnt, sample)
             parts.append(compact(out_pos, out_cnt, mc, r0))
         if len(parts) == 1:
-            return Candidates(*parts[0])
-        return Candidates(*(np.concatenate([p[i] for p in parts]) for i in range(3)))
+            return parts[0]
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
 
     def guaranteed_edits(self, index, length):
         """The most edits a read of `length` bases may have and still keep an exact pattern at
@@ -299,10 +326,14 @@ class NeighborhoodSeeder(Seeder):
                 tally(self.beyond_guarantee, k, count)
 
     def run_notes(self):
+        notes = []
+        if self.stats["sampled"]:
+            notes.append(f"{self.stats['sampled']} read(s) had only patterns with more than max_occ positions "
+                         f"(repeat arrays): seeded from {self.sample_occ} of each pattern's positions, MAPQ 0")
         if not self.beyond_guarantee:
-            return []
+            return notes
         n = sum(self.beyond_guarantee.values())
         (length, e), _ = max(self.beyond_guarantee.items(), key=lambda kv: kv[1])
-        return [f"{n} read(s) have more edits allowed than this index's patterns can guarantee to find "
+        return notes + [f"{n} read(s) have more edits allowed than this index's patterns can guarantee to find "
                 f"(e.g. e={e} in {length} bp); they were searched at step 1 but some locations may be "
                 f"missed: build the index with a smaller --seeder-opt nb_len for complete results"]
