@@ -50,7 +50,7 @@ def _portable(exc):
 def _work(run, gpu, tasks, stop, conn):
     """A worker process: build the pipeline, then map tasks (k, "map" or "model", args) from the
     shared queue on options.batches threads until each thread gets a None, or any task once `stop`
-    is set. Messages back on this worker's connection: ("ready", None, the stages on a GPU, time),
+    (a shared byte) is set. Messages back on this worker's connection: ("ready", None, the stages on a GPU, time),
     ("done", k, result) and ("failed", k or None, exception, its traceback)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)        # the client stops the workers
     if gpu is not None:
@@ -72,7 +72,7 @@ def _work(run, gpu, tasks, stop, conn):
     side_by_side = options.batches if pipe.concurrent else 1
 
     def serve():
-        while (task := tasks.get()) is not None and not stop.is_set():
+        while (task := tasks.get()) is not None and not stop.value:
             k, what, args = task
             try:
                 result = chunks.learn_model(pipe, *args) if what == "model" else chunks.map_chunk(pipe, *args)
@@ -154,7 +154,9 @@ class ProcessRun(chunks.ChunkedRun):
         self.options = per_worker
         gpus = _gpus(opts)
         ctx = _context()
-        self.tasks, self.stop = ctx.SimpleQueue(), ctx.Event()
+        # a lock-free flag: a worker killed while reading an Event would leave its lock held, and
+        # the client's set() waiting for it
+        self.tasks, self.stop = ctx.SimpleQueue(), ctx.RawValue("b", 0)
         run = (os.path.abspath(ref_path), per_worker, index_path, paired)
         try:
             for k in range(n):
@@ -247,7 +249,7 @@ class ProcessRun(chunks.ChunkedRun):
         alive = [p for p in self.workers if p.is_alive()]
         if alive:
             if not self.finished:
-                self.stop.set()
+                self.stop.value = 1
             try:
                 for _ in range(len(alive) * max(1, self.options.batches)):
                     self.tasks.put(None)
