@@ -1,5 +1,5 @@
 """FASTQ records out of a byte buffer in two kernels: one pass that finds and checks the records, one
-that gathers their sequence codes, qualities and names. Both run on the calling thread: the reader
+that gathers their sequence codes, qualities, names and header comments. Both run on the calling thread: the reader
 parses several runs of records at once (reads.PARSE_THREADS), and threads inside each as well slowed
 the parse on two cores."""
 import numpy as np
@@ -10,8 +10,9 @@ BAD_HEADER, NO_PLUS, LENGTHS_DIFFER, NO_NAME, NAME_TOO_LONG = 1, 2, 3, 4, 5
 
 
 def scan_records(arr, max_name):
-    """The whole 4-line records at the start of arr: (fields int64[n, 5] = name start, name end,
-    sequence start, sequence length, quality start; bytes they take; error code; the erring record).
+    """The whole 4-line records at the start of arr: (fields int64[n, 7] = name start, name end,
+    sequence start, sequence length, quality start, comment start, comment end (the header after the
+    name and its blanks; start == end: none); bytes they take; error code; the erring record).
     The scan stops at the first bad record (error code > 0): a header not starting with '@' or without
     a name, no '+' line, sequence and quality lengths that differ, a name longer than max_name."""
     return _scan(arr, max_name)
@@ -65,7 +66,7 @@ def _long_line_end(arr, start, length):
 
 @njit(cache=True, nogil=True)
 def _scan(arr, max_name):
-    fields = np.empty((count_newlines(arr, 0, arr.shape[0]) // 4, 5), np.int64)
+    fields = np.empty((count_newlines(arr, 0, arr.shape[0]) // 4, 7), np.int64)
     pos = np.int64(0)           # not the literal 0: _strip_cr would be compiled for it as well
     seq_line = np.int64(0)      # the last sequence line's length, with any CR
     for n in range(fields.shape[0]):
@@ -95,13 +96,18 @@ def _scan(arr, max_name):
         fields[n, 2] = e0 + 1
         fields[n, 3] = s1 - (e0 + 1)
         fields[n, 4] = e2 + 1
+        while w < h1 and (arr[w] == 32 or arr[w] == 9):
+            w += 1
+        fields[n, 5] = w
+        fields[n, 6] = h1
         pos = e3 + 1
     return fields, pos, 0, fields.shape[0]
 
 
 def gather_records(arr, fields, table):
-    """(codes, rc_codes, offsets, quals, names, name_offsets, first record with a quality outside
-    '!'..'~' or -1) of scanned records; codes through table (mapping codes: A C G T 0-3, other 4),
+    """(codes, rc_codes, offsets, quals, names, name_offsets, comments, comment_offsets, first record
+    with a quality outside '!'..'~' or -1) of scanned records; codes through table (mapping codes:
+    A C G T 0-3, other 4),
     rc_codes each read's reverse complement, made in the same pass (the mapper needs both)."""
     n = fields.shape[0]
     offsets = np.zeros(n + 1, np.int64)
@@ -112,14 +118,19 @@ def gather_records(arr, fields, table):
     rc_codes = np.empty(offsets[n], np.uint8)
     quals = np.empty(offsets[n], np.uint8)
     names = np.empty(name_offsets[n], np.uint8)
+    comment_offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(fields[:, 6] - fields[:, 5], out=comment_offsets[1:])
+    comments = np.empty(comment_offsets[n], np.uint8)
     bad = np.zeros(n, np.bool_)
-    _gather(arr, fields, table, offsets, name_offsets, codes, rc_codes, quals, names, bad)
+    _gather(arr, fields, table, offsets, name_offsets, comment_offsets, codes, rc_codes, quals, names, comments, bad)
     first_bad = int(bad.argmax()) if n else 0
-    return codes, rc_codes, offsets, quals, names, name_offsets, (first_bad if n and bad[first_bad] else -1)
+    return (codes, rc_codes, offsets, quals, names, name_offsets, comments, comment_offsets,
+            (first_bad if n and bad[first_bad] else -1))
 
 
 @njit(cache=True, nogil=True)
-def _gather(arr, fields, table, offsets, name_offsets, codes, rc_codes, quals, names, bad):
+def _gather(arr, fields, table, offsets, name_offsets, comment_offsets, codes, rc_codes, quals, names, comments,
+            bad):
     # each loop runs over slices (see count_newlines): twice as fast as indexing arr from an offset
     for i in range(fields.shape[0]):
         s, length, q = fields[i, 2], fields[i, 3], fields[i, 4]
@@ -143,3 +154,7 @@ def _gather(arr, fields, table, offsets, name_offsets, codes, rc_codes, quals, n
         name_out = names[name_offsets[i]:name_offsets[i + 1]]
         for j in range(name.shape[0]):
             name_out[j] = name[j]
+        comment = arr[fields[i, 5]:fields[i, 6]]
+        comment_out = comments[comment_offsets[i]:comment_offsets[i + 1]]
+        for j in range(comment.shape[0]):
+            comment_out[j] = comment[j]

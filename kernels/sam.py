@@ -216,7 +216,7 @@ def _record(buf, p, text, r, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, 
             rec_mate, rec_tlen,
             names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
             ctg_names, ctg_name_offsets, ctg_offsets,
-            h_strand, h_start, h_score, cigar, cigar_offsets, rg):
+            h_strand, h_start, h_score, cigar, cigar_offsets, rg, comments, comment_offsets):
     """Record r at buf[p:]; returns (its end, after the newline; the furthest byte it needed). What
     does not fit in buf is not written: the caller grows buf to the second and writes the record
     again."""
@@ -330,6 +330,17 @@ def _record(buf, p, text, r, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, 
     if rg.shape[0] > 0:
         p = _put_bytes(buf, p, text, _RG, _RG + _TAG)
         p = _put_bytes(buf, p, rg, np.int64(0), np.int64(rg.shape[0]))
+    if comment_offsets.shape[0] > 0:       # -C: the read's comment, its blanks as tabs
+        blank = True
+        for j in range(comment_offsets[read], comment_offsets[read + 1]):
+            c = comments[j]
+            if c == 32 or c == 9:
+                blank = True
+                continue
+            if blank:
+                p = _put(buf, p, _TAB)
+                blank = False
+            p = _put(buf, p, c)
     p = _put(buf, p, _NL)
     return p, max(p, high)
 
@@ -339,7 +350,7 @@ def _format_range(r0, r1, size, text, rec_read, rec_flag, rec_hit, rec_mapq, rec
                   rec_mate, rec_tlen,
                   names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
                   ctg_names, ctg_name_offsets, ctg_offsets,
-                  h_strand, h_start, h_score, cigar, cigar_offsets, rg):
+                  h_strand, h_start, h_score, cigar, cigar_offsets, rg, comments, comment_offsets):
     """The text of records r0..r1-1, in one pass: a buffer of `size` bytes, grown (and the record
     that did not fit written again) when they need more."""
     buf = np.empty(size, np.uint8)
@@ -349,7 +360,7 @@ def _format_range(r0, r1, size, text, rec_read, rec_flag, rec_hit, rec_mapq, rec
             e, high = _record(buf, p, text, r, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs,
                               rec_sa, rec_mate, rec_tlen, names, name_offsets, codes, rc_codes, offsets, quals,
                               ref_codes, ctg_names, ctg_name_offsets, ctg_offsets, h_strand, h_start, h_score,
-                              cigar, cigar_offsets, rg)
+                              cigar, cigar_offsets, rg, comments, comment_offsets)
             if high <= buf.shape[0]:
                 break
             bigger = np.empty(max(2 * buf.shape[0], high + 4096), np.uint8)
@@ -378,15 +389,16 @@ def _u8(a):
 def format_sam(rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa, rec_mate, rec_tlen,
                names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
                ctg_names, ctg_name_offsets, ctg_offsets,
-               h_strand, h_start, h_score, cigar, cigar_offsets, rg):
+               h_strand, h_start, h_score, cigar, cigar_offsets, rg, comments=None, comment_offsets=None):
     """SAM lines for records (one per output line). rec_hit is the index of the hit (-1 unmapped);
     cigar (BAM-style length << 4 | op) / cigar_offsets are per record (empty for unmapped);
     h_start is the reference position of the first aligned (not clipped) base, h_score the hit's
     score (AS:i; NM and MD are computed from the alignment). rec_xs: the runner-up's score written
     as XS:i (NO_XS: none). rec_sa: the record of the read's other part (supplementary <-> primary),
     written as SA:Z (-1: none). rec_mate: the record of the mate's primary (or unmapped) record
-    for paired reads (-1: single), which gives RNEXT, PNEXT, MC and MQ; rec_tlen: TLEN. Returns the
-    text as uint8.
+    for paired reads (-1: single), which gives RNEXT, PNEXT, MC and MQ; rec_tlen: TLEN. comments /
+    comment_offsets (per read, None: none): text appended to each record after a tab, runs of blanks
+    written as one tab (bwa mem -C; first_bad_comment checks it is SAM tags). Returns the text as uint8.
 
     Integer arguments are normalised to int64 (cigar to uint32, bytes to uint8) so that the kernel
     is compiled for one signature whatever the caller's dtypes."""
@@ -395,7 +407,8 @@ def format_sam(rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa
               _u8(names), _i64(name_offsets), _u8(codes), _u8(rc_codes), _i64(offsets), _u8(quals),
               _u8(ref_codes), _u8(ctg_names), _i64(ctg_name_offsets), _i64(ctg_offsets),
               _i64(h_strand), _i64(h_start), _i64(h_score), np.ascontiguousarray(cigar, dtype=np.uint32),
-              _i64(cigar_offsets), _u8(rg))
+              _i64(cigar_offsets), _u8(rg), _u8(comments if comments is not None else ()),
+              _i64(comment_offsets if comment_offsets is not None else ()))
     n = arrays[0].shape[0]
     if n == 0:
         return np.empty(0, np.uint8)
@@ -411,3 +424,49 @@ def format_sam(rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa
 
     run_ranges(one, bounds, TEXT, *arrays)
     return parts[0] if len(parts) == 1 else np.concatenate([parts[k] for k in sorted(parts)])
+
+
+@njit(cache=True, nogil=True)
+def first_bad_comment(comments, comment_offsets):
+    """The first read whose comment is not SAM tags (TAG:TYPE:VALUE, TAG a letter and a letter or
+    digit, TYPE one of AifZHB, an integer VALUE for i; separated by blanks), or -1."""
+    for r in range(comment_offsets.shape[0] - 1):
+        j = comment_offsets[r]
+        end = comment_offsets[r + 1]
+        while j < end:
+            c = comments[j]
+            if c == 32 or c == 9:
+                j += 1
+                continue
+            k = j
+            while k < end and comments[k] != 32 and comments[k] != 9:
+                k += 1
+            if not _is_tag(comments, j, k):
+                return r
+            j = k
+    return -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _letter(c):
+    return (65 <= c <= 90) or (97 <= c <= 122)
+
+
+@njit(cache=True, nogil=True)
+def _is_tag(b, j, k):
+    if k - j < 5 or not _letter(b[j]) or not (_letter(b[j + 1]) or 48 <= b[j + 1] <= 57):
+        return False
+    t = b[j + 3]
+    known = t == 65 or t == 105 or t == 102 or t == 90 or t == 72 or t == 66        # A i f Z H B
+    if b[j + 2] != 58 or b[j + 4] != 58 or not known:
+        return False
+    if t == 65:
+        return k - j == 6
+    if t == 105:
+        v = j + 5 + (1 if k > j + 5 and (b[j + 5] == 45 or b[j + 5] == 43) else 0)
+        if v >= k:
+            return False
+        for x in range(v, k):
+            if not 48 <= b[x] <= 57:
+                return False
+    return t == 90 or k > j + 5

@@ -14,6 +14,8 @@ class ReadBatch:
     names: uint8 bytes of every read name concatenated, read i's at names[name_offsets[i]:...].
     quals: uint8 ASCII qualities concatenated like codes (empty array for FASTA reads).
     first_index: global index of read 0 in the input (deterministic tie-breaking).
+    comments: uint8 header comments (after the name and its blanks) concatenated like names, read i's
+    at comments[comment_offsets[i]:...]; None when the input gave none (FASTA, or a batch made by hand).
     """
     codes: np.ndarray
     offsets: np.ndarray
@@ -22,6 +24,8 @@ class ReadBatch:
     quals: np.ndarray
     first_index: int = 0
     rc_codes: np.ndarray = field(default=None, repr=False)
+    comments: np.ndarray = field(default=None, repr=False)
+    comment_offsets: np.ndarray = field(default=None, repr=False)
 
     def __len__(self):
         return self.offsets.shape[0] - 1
@@ -45,6 +49,9 @@ class ReadBatch:
         quals = (gather_ranges(self.quals, self.offsets[index], self.offsets[index + 1], ident)[0]
                  if self.quals.size else self.quals)
         sub = ReadBatch(codes, offsets, names, name_offsets, quals, self.first_index)
+        if self.comments is not None:
+            sub.comments, sub.comment_offsets = gather_ranges(self.comments, self.comment_offsets[index],
+                                                              self.comment_offsets[index + 1], ident)
         if self.rc_codes is not None:
             sub.rc_codes = gather_ranges(self.rc_codes, self.offsets[index], self.offsets[index + 1], ident)[0]
         return sub

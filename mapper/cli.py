@@ -123,6 +123,8 @@ def build_parser():
     p.add_argument("--all", action="store_true", help="report every location within e (secondaries)")
     p.add_argument("-M", dest="split_as_secondary", action="store_true",
                    help="flag the other part of a chimeric read secondary, not supplementary (bwa -M, Picard)")
+    p.add_argument("-C", dest="append_comment", action="store_true",
+                   help="append each read's header comment (SAM tags, e.g. BC:Z:ACGT) to its records (bwa -C)")
     p.add_argument("-Y", dest="soft_clip_supplementary", action="store_true",
                    help="soft-clip supplementary alignments (bwa -Y): what pymap always does; taken for bwa's "
                         "command lines")
@@ -267,6 +269,7 @@ def run(args, argv):
     elif args.command == "align":
         opt = _options(args, max_hits=args.max_hits, report_all=args.all, read_group=args.read_group,
                        seed=args.seed, split_as_secondary=args.split_as_secondary,
+                       append_comment=args.append_comment,
                        interleaved=args.interleaved,
                        insert_size=insert.parse(args.insert_size) if args.insert_size else None,
                        min_length=args.min_length, max_length=args.max_length,

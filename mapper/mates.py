@@ -135,8 +135,10 @@ def _take(batch, index):
     names, name_offsets = gather_ranges(batch.names, batch.name_offsets[index], batch.name_offsets[index + 1],
                                         IDENTITY)
     rc = None if batch.rc_codes is None else gather_ranges(batch.rc_codes, lo, hi, IDENTITY)[0]
+    comments, comment_offsets = (None, None) if batch.comments is None else gather_ranges(
+        batch.comments, batch.comment_offsets[index], batch.comment_offsets[index + 1], IDENTITY)
     return ReadBatch(codes=codes, offsets=offsets, names=names, name_offsets=name_offsets, quals=quals,
-                     first_index=batch.first_index, rc_codes=rc)
+                     first_index=batch.first_index, rc_codes=rc, comments=comments, comment_offsets=comment_offsets)
 
 
 def _pair_names(r1, r2):
@@ -180,4 +182,5 @@ def _ends_with(names, starts, ends, digit):
 def _renamed(batch, starts, ends):
     names, name_offsets = gather_ranges(batch.names, starts, ends, IDENTITY)
     return ReadBatch(codes=batch.codes, offsets=batch.offsets, names=names, name_offsets=name_offsets,
-                     quals=batch.quals, first_index=batch.first_index, rc_codes=batch.rc_codes)
+                     quals=batch.quals, first_index=batch.first_index, rc_codes=batch.rc_codes,
+                     comments=batch.comments, comment_offsets=batch.comment_offsets)

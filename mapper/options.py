@@ -68,6 +68,8 @@ class AlignOptions:
     report_all: report every location within e as secondary alignments (RazerS/mrFAST style).
     split_as_secondary: the other part of a chimeric read is flagged secondary (256) rather than
     supplementary (2048), as bwa mem -M does for Picard.
+    append_comment: each read's FASTQ/FASTA header comment (SAM tags such as BC:Z:ACGT, checked) is
+    appended to its records, as bwa mem -C does.
     seed: tie-breaking among equally good hits is a hash of (seed, read number): deterministic.
     batches: how many batches are mapped side by side (threads of their own; the stages must allow it,
     see pymap.plugins), in each process with `processes`; the output is the same for any value.
@@ -93,6 +95,7 @@ class AlignOptions:
     max_hits: int = 1
     report_all: bool = False
     split_as_secondary: bool = False
+    append_comment: bool = False
     interleaved: bool = False
     insert_size: object = None   # pymap.insert.InsertModel (-I), or None: learned from the data
     read_group: str = None

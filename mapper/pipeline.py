@@ -10,13 +10,13 @@ import numpy as np
 from numba import config as numba_config
 
 from pymap.batch import MIN_BAND, WIDE_BAND, Alignments, CandidateBatch, ReadBatch
-from pymap.errors import PluginContractError
+from pymap.errors import InputError, PluginContractError
 from pymap.kernels import contracts
 from pymap.kernels.cigar import cigar_spans
 from pymap.kernels.contigs import place_on_contigs
 from pymap.kernels.encoding import count_code
 from pymap.kernels.pairing import pair_hits
-from pymap.kernels.sam import NO_XS, REASONS, format_sam
+from pymap.kernels.sam import NO_XS, REASONS, first_bad_comment, format_sam
 from pymap.kernels.select import (MAPQ_MAX, periodic_parts, pick_supplementary, query_spans, report_order,
                                   select_hits, supplementary_mapq)
 from pymap.kernels.sorting import order_by_group
@@ -522,7 +522,8 @@ class Pipeline:
                           batch.names, batch.name_offsets, batch.codes, batch.rc_codes, batch.offsets,
                           batch.quals, self.ref.codes, self.ctg_names, self.ctg_name_offsets,
                           self.ref.offsets,
-                          h.strand, h.start, h.score, rec_cigar, rec_cig_off, self.rg)
+                          h.strand, h.start, h.score, rec_cigar, rec_cig_off, self.rg,
+                          *(checked_comments(batch) if opt.append_comment else ()))
         self._timed("sam", t)
         st.reads += n
         st.mapped += int(mapped.sum())
@@ -676,6 +677,19 @@ class Pipeline:
         return self.write(h, primary, mapq, supp, supp_mapq, pairs=proper)
 
 
+def checked_comments(batch):
+    """(comments, comment_offsets) of a batch for -C: InputError naming the first read whose comment
+    is not SAM tags; empty comments where the input had none."""
+    if batch.comments is None:
+        return np.empty(0, np.uint8), np.zeros(len(batch) + 1, np.int64)
+    bad = first_bad_comment(batch.comments, batch.comment_offsets)
+    if bad >= 0:
+        text = bytes(batch.comments[batch.comment_offsets[bad]:batch.comment_offsets[bad + 1]])
+        raise InputError(f"read {batch.name(bad)}: -C copies its header comment into SAM, and "
+                         f"{text.decode('ascii', 'replace')!r} is not SAM tags (TAG:TYPE:VALUE, e.g. BC:Z:ACGT)")
+    return batch.comments, batch.comment_offsets
+
+
 def mate_lifted_mapq(own, pair_mapq, cap):
     """MAPQ of reads placed in proper pairs: their own (0 where the pair moved them), lifted by the
     pair's MAPQ up to 40 above it; not lifted where the seeder capped them at 0 (their copies only
@@ -746,6 +760,9 @@ def interleave(r1, r2):
                      np.empty(0, np.uint8), 2 * r1.first_index)
     if r1.rc_codes is not None and r2.rc_codes is not None:
         both.rc_codes = np.concatenate([r1.rc_codes, r2.rc_codes])
+    if r1.comments is not None and r2.comments is not None:
+        both.comments = np.concatenate([r1.comments, r2.comments])
+        both.comment_offsets = np.concatenate([r1.comment_offsets, r2.comment_offsets[1:] + r1.comment_offsets[-1]])
     order = np.empty(2 * n, np.int64)
     order[0::2] = np.arange(n)
     order[1::2] = n + np.arange(n)

@@ -267,11 +267,16 @@ def batch_slice(batch, a, b):
         return batch
     oa, ob = batch.offsets[a], batch.offsets[b]
     na, nb = batch.name_offsets[a], batch.name_offsets[b]
+    comments = comment_offsets = None
+    if batch.comments is not None:
+        ca, cb = batch.comment_offsets[a], batch.comment_offsets[b]
+        comments, comment_offsets = batch.comments[ca:cb], batch.comment_offsets[a:b + 1] - ca
     return ReadBatch(codes=batch.codes[oa:ob], offsets=batch.offsets[a:b + 1] - oa,
                      names=batch.names[na:nb], name_offsets=batch.name_offsets[a:b + 1] - na,
                      quals=batch.quals[oa:ob] if batch.quals.size else batch.quals,
                      first_index=batch.first_index + a,
-                     rc_codes=None if batch.rc_codes is None else batch.rc_codes[oa:ob])
+                     rc_codes=None if batch.rc_codes is None else batch.rc_codes[oa:ob],
+                     comments=comments, comment_offsets=comment_offsets)
 
 
 def _parse_fastq(arr, source, first_index, final):
@@ -289,12 +294,14 @@ def _parse_fastq(arr, source, first_index, final):
                          f"(record {first_index + len(fields) + 1})")
     if not len(fields):
         return None, rest
-    codes, rc_codes, offsets, quals, names, name_offsets, bad = gather_records(arr, fields, ASCII_TO_CODE)
+    codes, rc_codes, offsets, quals, names, name_offsets, comments, comment_offsets, bad = \
+        gather_records(arr, fields, ASCII_TO_CODE)
     if bad >= 0:
         raise InputError(f"{source}: record {first_index + bad + 1}: quality string holds characters "
                          f"outside '!'..'~'")
     batch = ReadBatch(codes=codes, offsets=offsets, names=names, name_offsets=name_offsets,
-                      quals=quals, first_index=first_index, rc_codes=rc_codes)
+                      quals=quals, first_index=first_index, rc_codes=rc_codes, comments=comments,
+                      comment_offsets=comment_offsets)
     return batch, rest
 
 
@@ -333,13 +340,14 @@ def _parse_fasta(arr, source, first_index, final):
     records = body.replace(b"\r", b"").split(b"\n>")
     if records and records[0].startswith(b">"):
         records[0] = records[0][1:]
-    heads, seqs = [], []
+    heads, notes, seqs = [], [], []
     for rec in records:  # FASTA reads are the rare path; FASTQ is parsed without Python loops
         head, _, seq = rec.partition(b"\n")
         word = head.split()
         if not word:
             raise InputError(f"{source}: record {first_index + len(heads) + 1}: FASTA header has no name")
         heads.append(word[0])
+        notes.append(head[head.index(word[0]) + len(word[0]):].strip(b" \t"))
         seqs.append(seq.replace(b"\n", b""))
     lens = np.array([len(s) for s in seqs], dtype=np.int64)
     offsets = np.zeros(len(seqs) + 1, np.int64)
@@ -350,6 +358,10 @@ def _parse_fasta(arr, source, first_index, final):
     name_offsets = np.zeros(len(heads) + 1, np.int64)
     np.cumsum(nlens, out=name_offsets[1:])
     names = np.frombuffer(b"".join(heads), dtype=np.uint8).copy()
+    comment_offsets = np.zeros(len(notes) + 1, np.int64)
+    np.cumsum([len(c) for c in notes], out=comment_offsets[1:])
     batch = ReadBatch(codes=codes, offsets=offsets, names=names, name_offsets=name_offsets,
-                      quals=np.empty(0, np.uint8), first_index=first_index)
+                      quals=np.empty(0, np.uint8), first_index=first_index,
+                      comments=np.frombuffer(b"".join(notes), dtype=np.uint8).copy(),
+                      comment_offsets=comment_offsets)
     return batch, rest

@@ -213,6 +213,39 @@ def test_bwa_scoring_pairs_and_minus_y(ref, tmp_path):
     assert cli._gap_penalty("7,7") == cli._gap_penalty("7") == 7     # the pair is the one penalty
 
 
+def test_bwa_minus_c_appends_header_comments(ref, tmp_path):
+    """-C (bwa mem's) appends each read's header comment, SAM tags, to its records (blanks between
+    tags written as tabs; pairs, FASTA and processes alike); without -C comments are ignored; a
+    comment that is not SAM tags (Casava's 1:N:0:...) is one error line and no output."""
+    with pysam.FastaFile(str(ref)) as fa:
+        seq = fa.fetch(fa.references[0])
+    rc = seq[5300:5400][::-1].translate(str.maketrans("ACGT", "TGCA"))
+    (tmp_path / "r1.fq").write_text(f"@p1/1 BC:Z:ACGTAC\tRX:Z:GGAT\n{seq[5000:5100]}\n+\n{'I' * 100}\n"
+                                    f"@p2/1\n{seq[7000:7100]}\n+\n{'I' * 100}\n")
+    (tmp_path / "r2.fq").write_text(f"@p1/2 BC:Z:ACGTAC  RX:Z:GGAT XN:i:-3\n{rc}\n+\n{'I' * 100}\n"
+                                    f"@p2/2 XA:A:q\n{rc}\n+\n{'I' * 100}\n")
+    for extra in ([], ["--processes", "2"]):
+        res = pymap("align", ref, tmp_path / "r1.fq", tmp_path / "r2.fq", "-C", *extra, "-o", tmp_path / "c.sam")
+        assert res.returncode == 0, res.stderr.decode()
+        with pysam.AlignmentFile(str(tmp_path / "c.sam")) as sam:
+            tags = [(r.query_name, r.is_read1, sorted(t for t, _ in r.get_tags() if t in ("BC", "RX", "XN", "XA")))
+                    for r in sam]
+        assert tags == [("p1", True, ["BC", "RX"]), ("p1", False, ["BC", "RX", "XN"]), ("p2", True, []),
+                        ("p2", False, ["XA"])]
+    line = [x for x in open(tmp_path / "c.sam") if x.startswith("p1\t")][1]
+    assert line.rstrip("\n").endswith("\tBC:Z:ACGTAC\tRX:Z:GGAT\tXN:i:-3")
+    plain = pymap("align", ref, tmp_path / "r1.fq", tmp_path / "r2.fq")
+    assert plain.returncode == 0 and b"BC:Z" not in plain.stdout
+    (tmp_path / "f.fa").write_text(f">f1 CB:Z:AAAC\n{seq[100:200]}\n")
+    res = pymap("align", ref, tmp_path / "f.fa", "-C")
+    assert res.returncode == 0 and res.stdout.splitlines()[-1].endswith(b"\tCB:Z:AAAC")
+    (tmp_path / "cas.fq").write_text(f"@c1 1:N:0:ATCACG\n{seq[100:200]}\n+\n{'I' * 100}\n")
+    assert pymap("align", ref, tmp_path / "cas.fq").returncode == 0
+    assert_error(pymap("align", ref, tmp_path / "cas.fq", "-C", "-o", tmp_path / "cas.sam"), 1, "c1",
+                 "1:N:0:ATCACG", "not SAM tags")
+    assert not (tmp_path / "cas.sam").exists()
+
+
 def test_candidates_writes_the_seeding_pairs(ref, tmp_path):
     """`pymap candidates`: a line per candidate, read and reference segment of one length, as many as
     it says; the options of later stages are not its own."""

@@ -287,7 +287,9 @@ def _scan_by_lines(data, max_name):
                  fastq.NAME_TOO_LONG if len(name) > max_name else 0)
         if error:
             return fields, pos, error, n
-        fields.append((pos + 1, pos + 1 + len(name), seq_at, len(seq), qual_at))
+        comment = head[1 + len(name):].lstrip(b" \t")
+        fields.append((pos + 1, pos + 1 + len(name), seq_at, len(seq), qual_at, pos + len(head) - len(comment),
+                       pos + len(head)))
         pos = qual_at + len(lines[4 * n + 3]) + 1
     return fields, pos, 0, len(fields)
 
@@ -309,7 +311,8 @@ def test_scan_records_as_defined_by_lines():
             head = b"@" if rng.random() > 0.02 else b"x"
             plus = b"+" if rng.random() > 0.02 else b"-"
             name = b"r%d" % rng.integers(0, 10 ** int(rng.integers(1, 6)))
-            recs.append(head + name + (b" c" if rng.random() < 0.3 else b"") + cr + b"\n" + seq + cr + b"\n"
+            comment = [b"", b"", b" c", b"\tBC:Z:ACGT\tRX:Z:GG", b"  1:N:0:ATCACG ", b" \t"][int(rng.integers(0, 6))]
+            recs.append(head + name + comment + cr + b"\n" + seq + cr + b"\n"
                         + plus + cr + b"\n" + b"I" * qual_len + cr + b"\n")
         data = b"".join(recs) + (b"@tail\nAC" if trial % 3 == 0 else b"")
         arr = np.frombuffer(data, np.uint8)

@@ -394,3 +394,22 @@ def test_a_record_written_into_every_buffer_size():
     assert b"\tNM:i:5\tMD:Z:15G19^GTAC26\t" in want
     for size in range(1, len(want) + 64):
         assert bytes(real(0, 1, size, *captured["args"])) == want, size
+
+
+def test_first_bad_comment_takes_sam_tags_only():
+    """-C's check: blank-separated TAG:TYPE:VALUE (a letter then a letter or digit, a type of AifZHB,
+    one character for A, an integer for i); empty comments pass."""
+    from pymap.kernels.sam import first_bad_comment
+
+    def first_bad(*comments):
+        data = [c.encode() for c in comments]
+        offsets = np.zeros(len(data) + 1, np.int64)
+        np.cumsum([len(c) for c in data], out=offsets[1:])
+        return first_bad_comment(np.frombuffer(b"".join(data), np.uint8).copy(), offsets)
+
+    good = ["", "BC:Z:ACGT", "BC:Z:ACGT\tRX:Z:GG  XN:i:-3 ", "X1:A:q", "ZZ:Z:", "XF:f:1.5e3", "XB:B:c,1,2",
+            "XH:H:1AE3", "XI:i:+7"]
+    assert first_bad(*good) == -1
+    for bad in ["1:N:0:ATCACG", "1X:Z:a", "BC:Q:a", "XA:A:qq", "XA:A:", "XN:i:3.5", "XN:i:", "XN:i:-", "BC:Z",
+                "BCZ:A:x", "XF:f:"]:
+        assert first_bad("BC:Z:ok", bad) == 1, bad
