@@ -34,6 +34,13 @@ def _pair_score(i, j, h_strand, h_start, h_end, h_ctg, h_score, keep, mean, std,
     return np.int64(h_score[i]) + np.int64(h_score[j]) - insert_penalty(ins, mean, std, match)
 
 
+#: a pair's MAPQ is 13 phred per edit of margin to its runner-up less this (a read's: less 7,
+#: kernels/select.py). Measured (BENCHMARKS.md, issue 13): pairs 2 edits ahead were placed wrongly
+#: 1.0 % of the time on a 12 Mbp genome of repeat families and 0.015 % on a 201 Mbp human-like one
+#: (phred 20 and 38); at 7 they had MAPQ 19
+PAIR_OFFSET = 5
+
+
 def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, n_pairs, mean, std, low, high,
               match, unit, unpaired_penalty, global_first, seed):
     """Hits sorted by read (read 2p is mate 1 of pair p, 2p + 1 mate 2). Per pair: the chosen hit of
@@ -142,7 +149,7 @@ def _pair_range(p0, p1, first, h_strand, h_start, h_end, h_ctg, h_score, h_shado
         if second == neg:
             q = MAPQ_MAX
         else:
-            q = (13 * (best - second)) // unit - 7
+            q = (13 * (best - second)) // unit - PAIR_OFFSET
         pair_mapq[p] = min(max(q, 0), MAPQ_MAX)
 
 

@@ -318,7 +318,7 @@ def test_pair_mapq_against_the_mates_apart():
     """A pair's MAPQ counts the mates placed apart, one at another hit than the pair's (less the
     unpaired penalty), as a runner-up, as bwa mem's subo: a pair scoring 290 whose mates each have a
     hit of 150 elsewhere is hardly better than those (283), not a sure placement."""
-    from pymap.kernels.pairing import pair_hits
+    from pymap.kernels.pairing import PAIR_OFFSET, pair_hits
     # pair 0: mate 1 at 1000 (+, 150) or 50000 (+, 150); mate 2 at 1200 (-, 140) or 90000 (-, 150)
     # pair 1: the same without the hits elsewhere
     h_read = np.array([0, 0, 1, 1, 2, 3], np.int64)
@@ -331,9 +331,9 @@ def test_pair_mapq_against_the_mates_apart():
     pick1, pick2, q = pair_hits(h_read, h_strand, h_start, h_end, np.zeros(6, np.int64), h_score, shadow, keep, 2,
                                 350.0, 50.0, 100, 600, 1, 5, 17, 0, 0)
     assert pick1.tolist() == [0, 4] and pick2.tolist() == [2, 5]
-    # pair 0: a margin of 290 - 283 = 7 score points, 13 phred an edit (5 points) less 7; pair 1: its
+    # pair 0: a margin of 290 - 283 = 7 score points, 13 phred an edit (5 points) less 5; pair 1: its
     # mates apart would sit where the pair has them, no other placement: 60
-    assert q.tolist() == [13 * 7 // 5 - 7, 60]
+    assert q.tolist() == [13 * 7 // 5 - PAIR_OFFSET, 60]
 
 
 def test_a_mate_lifts_its_partner_unless_the_seeder_capped_it_at_0():
