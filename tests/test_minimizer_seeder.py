@@ -339,17 +339,23 @@ def test_thread_count_does_not_change_candidates(sim_data):
     assert as_tuples(three) == as_tuples(one)
 
 
+def copies_genome(seed, unit_len, lead, copies, spacer):
+    """One contig: `lead` random bases, then `copies` times a random unit followed by its own random
+    spacer. Returns (reference, unit)."""
+    rng = np.random.default_rng(seed)
+    unit = rng.integers(0, 4, unit_len).astype(np.uint8)
+    parts = [rng.integers(0, 4, lead).astype(np.uint8)]
+    for _ in range(copies):
+        parts += [unit, rng.integers(0, 4, spacer).astype(np.uint8)]
+    return make_reference([np.concatenate(parts)]), unit
+
+
 def test_masked_repeats_are_counted_noted_and_rescued():
     """A unit copied more than max_occ times is masked: a read from it gets no candidates from it, and
     the seeder reports its masked seeds (repeats=True) and a run note; with its occurrences kept
     (rescue_occ) the read is seeded again from them, at MAPQ 0; without them, from the sample of
     occurrences the index keeps, at MAPQ 0."""
-    rng = np.random.default_rng(6)
-    unit = rng.integers(0, 4, 150).astype(np.uint8)
-    parts = [rng.integers(0, 4, 500).astype(np.uint8)]
-    for _ in range(12):
-        parts += [unit, rng.integers(0, 4, 200).astype(np.uint8)]
-    ref = make_reference([np.concatenate(parts)])
+    ref, unit = copies_genome(6, unit_len=150, lead=500, copies=12, spacer=200)
     seeder = MinimizerSeeder(max_occ=10, rescue_occ=10, sample=False)
     index = seeder.build_index(ref)
     assert index.n_masked > 0 and int(index.masked_counts.min()) >= 12
@@ -380,12 +386,7 @@ def test_masked_repeats_are_counted_noted_and_rescued():
 def test_reads_of_high_copy_arrays_are_placed_from_the_kept_sample():
     """A unit copied 150 times, over rescue_occ: the index keeps SAMPLE_KEPT of each masked key's
     occurrences, evenly spaced; a read of the unit is placed on copies spread over the whole array."""
-    rng = np.random.default_rng(9)
-    unit = rng.integers(0, 4, 120).astype(np.uint8)
-    parts = [rng.integers(0, 4, 300).astype(np.uint8)]
-    for _ in range(150):
-        parts += [unit, rng.integers(0, 4, 80).astype(np.uint8)]
-    ref = make_reference([np.concatenate(parts)])
+    ref, unit = copies_genome(9, unit_len=120, lead=300, copies=150, spacer=80)
     seeder = MinimizerSeeder(max_occ=10, rescue_occ=20, max_cands=64)
     index = seeder.build_index(ref)
     c = seeder.candidates(index, make_batch([unit[10:110]]), np.array([3], np.int32))
