@@ -424,8 +424,8 @@ def query_batch(codes, rc_codes, offsets, max_edits, care, span, ln, step, lossl
     evenly spaced, instead of none (push_positions). With lossless, each read is cut at
     lossless_step(its length, ..., max_edits[r]) instead of step (computed here, once per distinct
     (length, max_edits): the kernel gets a step per read and lossless_step compiles only for lossless
-    runs). Layout as in collect_hits (blk_d, dist, pos_nb: None where unused). Parallel over ranges of reads (threads.py); results do not depend on the thread
-    count."""
+    runs). Layout as in collect_hits (blk_d, dist, pos_nb: None where unused). Parallel over ranges
+    of reads (threads.py); results do not depend on the thread count."""
     n = offsets.shape[0] - 1
     steps = read_steps(offsets, max_edits, span + ln, step, lossless)
     nvar = 1 if pos_nb is not None else n_variants(ln, e_nb)
