@@ -426,10 +426,21 @@ def format_sam(rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa
     return parts[0] if len(parts) == 1 else np.concatenate([parts[k] for k in sorted(parts)])
 
 
+#: tags pymap writes itself, which a -C comment may not carry (a record would hold two)
+OWN_TAGS = (b"NM", b"MD", b"AS", b"XS", b"YU", b"SA", b"MC", b"MQ")
+
+
+def tag_codes(names):
+    """int64 codes of two-character tag names, for first_bad_comment's `reserved`."""
+    return np.array([(n[0] << 8) | n[1] for n in names], np.int64)
+
+
 @njit(cache=True, nogil=True)
-def first_bad_comment(comments, comment_offsets):
-    """The first read whose comment is not SAM tags (TAG:TYPE:VALUE, TAG a letter and a letter or
-    digit, TYPE one of AifZHB, an integer VALUE for i; separated by blanks), or -1."""
+def first_bad_comment(comments, comment_offsets, reserved):
+    """The first read whose comment is not SAM tags, or -1: blank-separated TAG:TYPE:VALUE, TAG a
+    letter then a letter or digit and not one of `reserved` (tag_codes), VALUE as the SAM
+    specification's TYPE says (A one printable character, i an integer of 32 bits, f a float, Z
+    printable, H hex digit pairs, B a subtype cCsSiIf then comma-separated numbers)."""
     for r in range(comment_offsets.shape[0] - 1):
         j = comment_offsets[r]
         end = comment_offsets[r + 1]
@@ -441,7 +452,7 @@ def first_bad_comment(comments, comment_offsets):
             k = j
             while k < end and comments[k] != 32 and comments[k] != 9:
                 k += 1
-            if not _is_tag(comments, j, k):
+            if not is_tag(comments, j, k, reserved):
                 return r
             j = k
     return -1
@@ -452,21 +463,123 @@ def _letter(c):
     return (65 <= c <= 90) or (97 <= c <= 122)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _digit(c):
+    return 48 <= c <= 57
+
+
 @njit(cache=True, nogil=True)
-def _is_tag(b, j, k):
-    if k - j < 5 or not _letter(b[j]) or not (_letter(b[j + 1]) or 48 <= b[j + 1] <= 57):
+def is_tag(b, j, k, reserved):
+    """b[j:k] is one SAM tag (first_bad_comment's rules)."""
+    if k - j < 5 or not _letter(b[j]) or not (_letter(b[j + 1]) or _digit(b[j + 1])):
         return False
+    code = (np.int64(b[j]) << 8) | np.int64(b[j + 1])
+    for x in reserved:
+        if x == code:
+            return False
     t = b[j + 3]
-    known = t == 65 or t == 105 or t == 102 or t == 90 or t == 72 or t == 66        # A i f Z H B
-    if b[j + 2] != 58 or b[j + 4] != 58 or not known:
+    if b[j + 2] != 58 or b[j + 4] != 58:
         return False
-    if t == 65:
-        return k - j == 6
-    if t == 105:
-        v = j + 5 + (1 if k > j + 5 and (b[j + 5] == 45 or b[j + 5] == 43) else 0)
-        if v >= k:
+    v = j + 5
+    if t == 65:                                                  # A
+        return k - v == 1 and 33 <= b[v] <= 126
+    if t == 105:                                                 # i
+        return _integer(b, v, k, -(1 << 31), (1 << 32) - 1)
+    if t == 102:                                                 # f
+        return _float(b, v, k)
+    if t == 90:                                                  # Z
+        for x in range(v, k):
+            if not 32 <= b[x] <= 126:
+                return False
+        return True
+    if t == 72:                                                  # H
+        if (k - v) % 2:
             return False
         for x in range(v, k):
-            if not 48 <= b[x] <= 57:
+            if not (_digit(b[x]) or 65 <= b[x] <= 70):
                 return False
-    return t == 90 or k > j + 5
+        return True
+    if t == 66:                                                  # B
+        if k - v < 1:
+            return False
+        sub = b[v]
+        if sub == 102:
+            check_float = True
+        elif sub == 99 or sub == 67 or sub == 115 or sub == 83 or sub == 105 or sub == 73:
+            check_float = False
+        else:
+            return False
+        lo, hi = _int_range(sub)
+        x = v + 1
+        while x < k:
+            if b[x] != 44:
+                return False
+            y = x + 1
+            while y < k and b[y] != 44:
+                y += 1
+            if not (_float(b, x + 1, y) if check_float else _integer(b, x + 1, y, lo, hi)):
+                return False
+            x = y
+        return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _int_range(sub):
+    """The values an integer array of BAM subtype `sub` (c C s S i I) holds."""
+    if sub == 99:
+        return -128, 127
+    if sub == 67:
+        return 0, 255
+    if sub == 115:
+        return -32768, 32767
+    if sub == 83:
+        return 0, 65535
+    if sub == 105:
+        return -(1 << 31), (1 << 31) - 1
+    return 0, (1 << 32) - 1
+
+
+@njit(cache=True, nogil=True)
+def _integer(b, v, k, lo, hi):
+    """b[v:k] is [-+]?[0-9]+ within lo..hi."""
+    neg = v < k and b[v] == 45
+    if v < k and (b[v] == 45 or b[v] == 43):
+        v += 1
+    if v >= k or k - v > 10:
+        return False
+    x = np.int64(0)
+    for p in range(v, k):
+        if not _digit(b[p]):
+            return False
+        x = 10 * x + (b[p] - 48)
+    if neg:
+        x = -x
+    return lo <= x <= hi
+
+
+@njit(cache=True, nogil=True)
+def _float(b, v, k):
+    """b[v:k] is [-+]?[0-9]*.?[0-9]+([eE][-+]?[0-9]+)? (the SAM specification's float)."""
+    if v < k and (b[v] == 45 or b[v] == 43):
+        v += 1
+    digits = 0
+    while v < k and _digit(b[v]):
+        v += 1
+        digits += 1
+    if v < k and b[v] == 46:
+        v += 1
+        while v < k and _digit(b[v]):
+            v += 1
+            digits += 1
+    if digits == 0:
+        return False
+    if v < k and (b[v] == 101 or b[v] == 69):
+        v += 1
+        if v < k and (b[v] == 45 or b[v] == 43):
+            v += 1
+        if v >= k or not _digit(b[v]):
+            return False
+        while v < k and _digit(b[v]):
+            v += 1
+    return v == k

@@ -16,7 +16,7 @@ from pymap.kernels.cigar import cigar_spans
 from pymap.kernels.contigs import place_on_contigs
 from pymap.kernels.encoding import count_code
 from pymap.kernels.pairing import pair_hits
-from pymap.kernels.sam import NO_XS, REASONS, first_bad_comment, format_sam
+from pymap.kernels.sam import NO_XS, OWN_TAGS, REASONS, first_bad_comment, format_sam, is_tag, tag_codes
 from pymap.kernels.select import (MAPQ_MAX, periodic_parts, pick_supplementary, query_spans, report_order,
                                   select_hits, supplementary_mapq)
 from pymap.kernels.sorting import order_by_group
@@ -96,6 +96,7 @@ class Pipeline:
         np.cumsum([len(n.encode()) for n in reference.names], out=self.ctg_name_offsets[1:])
         rg = options.read_group_id
         self.rg = np.frombuffer(rg.encode(), dtype=np.uint8).copy() if rg else np.empty(0, np.uint8)
+        self.own_tags = tag_codes(OWN_TAGS + ((b"RG",) if rg else ()))      # -C's comments may not repeat them
 
     @property
     def stats(self):
@@ -523,7 +524,7 @@ class Pipeline:
                           batch.quals, self.ref.codes, self.ctg_names, self.ctg_name_offsets,
                           self.ref.offsets,
                           h.strand, h.start, h.score, rec_cigar, rec_cig_off, self.rg,
-                          *(checked_comments(batch) if opt.append_comment else ()))
+                          *(checked_comments(batch, self.own_tags) if opt.append_comment else ()))
         self._timed("sam", t)
         st.reads += n
         st.mapped += int(mapped.sum())
@@ -677,16 +678,20 @@ class Pipeline:
         return self.write(h, primary, mapq, supp, supp_mapq, pairs=proper)
 
 
-def checked_comments(batch):
+def checked_comments(batch, reserved):
     """(comments, comment_offsets) of a batch for -C: InputError naming the first read whose comment
-    is not SAM tags; empty comments where the input had none."""
+    is not SAM tags, and the tag, or that repeats a tag of `reserved` (tag_codes: those pymap writes
+    itself); empty comments where the input had none."""
     if batch.comments is None:
         return np.empty(0, np.uint8), np.zeros(len(batch) + 1, np.int64)
-    bad = first_bad_comment(batch.comments, batch.comment_offsets)
+    bad = first_bad_comment(batch.comments, batch.comment_offsets, reserved)
     if bad >= 0:
         text = bytes(batch.comments[batch.comment_offsets[bad]:batch.comment_offsets[bad + 1]])
+        tag = next(t for t in text.split() if not is_tag(np.frombuffer(t, np.uint8), 0, len(t), reserved))
+        own = len(tag) > 2 and (tag[0] << 8 | tag[1]) in reserved.tolist()
+        why = "a tag pymap writes itself" if own else "not a SAM tag (TAG:TYPE:VALUE, e.g. BC:Z:ACGT)"
         raise InputError(f"read {batch.name(bad)}: -C copies its header comment into SAM, and "
-                         f"{text.decode('ascii', 'replace')!r} is not SAM tags (TAG:TYPE:VALUE, e.g. BC:Z:ACGT)")
+                         f"{tag.decode('ascii', 'replace')!r} is {why}")
     return batch.comments, batch.comment_offsets
 
 

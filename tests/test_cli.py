@@ -216,7 +216,8 @@ def test_bwa_scoring_pairs_and_minus_y(ref, tmp_path):
 def test_bwa_minus_c_appends_header_comments(ref, tmp_path):
     """-C (bwa mem's) appends each read's header comment, SAM tags, to its records (blanks between
     tags written as tabs; pairs, FASTA and processes alike); without -C comments are ignored; a
-    comment that is not SAM tags (Casava's 1:N:0:...) is one error line and no output."""
+    comment that is not SAM tags (Casava's 1:N:0:...), or repeats a tag pymap writes (NM), is one error
+    line and no output."""
     with pysam.FastaFile(str(ref)) as fa:
         seq = fa.fetch(fa.references[0])
     rc = seq[5300:5400][::-1].translate(str.maketrans("ACGT", "TGCA"))
@@ -242,8 +243,12 @@ def test_bwa_minus_c_appends_header_comments(ref, tmp_path):
     (tmp_path / "cas.fq").write_text(f"@c1 1:N:0:ATCACG\n{seq[100:200]}\n+\n{'I' * 100}\n")
     assert pymap("align", ref, tmp_path / "cas.fq").returncode == 0
     assert_error(pymap("align", ref, tmp_path / "cas.fq", "-C", "-o", tmp_path / "cas.sam"), 1, "c1",
-                 "1:N:0:ATCACG", "not SAM tags")
+                 "1:N:0:ATCACG", "not a SAM tag")
     assert not (tmp_path / "cas.sam").exists()
+    (tmp_path / "own.fq").write_text(f"@o1 BC:Z:AC NM:i:7\n{seq[100:200]}\n+\n{'I' * 100}\n")
+    assert_error(pymap("align", ref, tmp_path / "own.fq", "-C", "-o", tmp_path / "own.bam"), 1, "o1",
+                 "'NM:i:7' is a tag pymap writes itself")
+    assert not (tmp_path / "own.bam").exists()
 
 
 def test_candidates_writes_the_seeding_pairs(ref, tmp_path):
