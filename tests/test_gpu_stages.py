@@ -128,8 +128,10 @@ def sampled_reads(rng, codes, n_reads, max_subs, n_every):
 
 def compare_seeding(n_reads, e_nb):
     """The neighborhood seeder's candidates on the GPU against the CPU's: random contigs with
-    repeat copies (reads there overflow the device's hit buffers and are seeded by the CPU), reads
-    with errors and N, lossy and lossless steps, a batch queried whole and in parts of 7 reads."""
+    repeat copies (reads there overflow the device's hit buffers and are seeded by the CPU; with
+    max_occ 20 every pattern of a read inside them is over-frequent, and the read is seeded from a
+    sample), reads with errors and N, lossy and lossless steps, a batch queried whole and in parts
+    of 7 reads."""
     from pymap.reference import Reference
     from pymap.seeders import neighborhood
     from pymap.seeders.neighborhood import NeighborhoodSeeder
@@ -143,19 +145,23 @@ def compare_seeding(n_reads, e_nb):
     bad = []
     overflowed = 0
     whole = neighborhood.QUERY_SLOTS
+    sampled = 0
     for opts, slots in (({"e_nb": e_nb}, whole), ({"e_nb": e_nb, "lossless": True, "max_occ": 2000}, whole),
-                        ({"e_nb": e_nb}, 2 * 7 * neighborhood.DEFAULT_MAX_CANDS)):
+                        ({"e_nb": e_nb, "max_occ": 20}, whole), ({"e_nb": e_nb}, 2 * 7 * neighborhood.DEFAULT_MAX_CANDS)):
         neighborhood.QUERY_SLOTS = slots
         cpu_seeder = NeighborhoodSeeder(**opts)
         index = cpu_seeder.build_index(ref)
         gpu_seeder = NeighborhoodSeeder(device="gpu", **opts)
         a = cpu_seeder.candidates(index, batch, max_e)
         b = gpu_seeder.candidates(index, batch, max_e)
-        for name in ("read", "strand", "pos"):
-            if not np.array_equal(getattr(a, name), getattr(b, name)):
+        for name in ("read", "strand", "pos", "mapq_cap"):
+            x, y = getattr(a, name), getattr(b, name)
+            if (x is None) != (y is None) or (x is not None and not np.array_equal(x, y)):
                 bad.append(f"{opts} {name}")
         overflowed += gpu_seeder.timing["cpu_reads"]
-    return {"bad": bad, "overflowed": overflowed, "cands": int(a.read.size)}
+        sampled += gpu_seeder.stats["sampled"]
+    neighborhood.QUERY_SLOTS = whole
+    return {"bad": bad, "overflowed": overflowed, "cands": int(a.read.size), "sampled": sampled}
 
 
 @pytest.mark.parametrize("e_nb", [0, 1])
@@ -163,14 +169,15 @@ def compare_seeding(n_reads, e_nb):
 def test_seeding_cuda_equals_cpu(where, e_nb):
     res = run_check("compare_seeding", where, 60 if where == "simulator" else 3000, e_nb)
     assert res["bad"] == []
-    assert res["overflowed"] > 0 and res["cands"] > 0
+    assert res["overflowed"] > 0 and res["cands"] > 0 and res["sampled"] > 0
 
 
 def compare_minimizer_seeding(n_reads):
     """The minimizer seeder's candidates on the GPU against the CPU's: a genome with a 300-copy repeat
     (reads there have more hits than the first device pass holds: wider passes query them, and the
     CPU past the widest, forced here by small capacities), its keys also masked (max_occ 200: reads
-    seeded again with them), reads with errors and N, both strands."""
+    seeded again with them; rescue_occ 200: reads seeded from the index's sample of them), reads
+    with errors and N, both strands."""
     from pymap.kernels import minimizer_index_cuda as mic
     from pymap.reference import Reference
     from pymap.seeders.minimizer import MinimizerSeeder
@@ -184,7 +191,8 @@ def compare_minimizer_seeding(n_reads):
     bad, counts = [], {}
     default = mic.HIT_CAPACITIES
     for opts, capacities in (({}, default), ({"min_frac": 0.0, "max_cands": 5}, default),
-                             ({"max_occ": 200}, default), ({}, (16, 64))):
+                             ({"max_occ": 200}, default), ({"max_occ": 100, "rescue_occ": 200}, default),
+                             ({}, (16, 64))):
         mic.HIT_CAPACITIES = capacities
         cpu_seeder = MinimizerSeeder(**opts)
         index = cpu_seeder.build_index(ref)
@@ -198,6 +206,7 @@ def compare_minimizer_seeding(n_reads):
         for key in ("wide_reads", "cpu_reads"):
             counts[f"{key}, {passes} passes"] = counts.get(f"{key}, {passes} passes", 0) + gpu_seeder.timing[key]
         counts["rescued"] = counts.get("rescued", 0) + gpu_seeder.stats["rescued"] + gpu_seeder.stats["mostly_masked"]
+        counts["sampled"] = counts.get("sampled", 0) + gpu_seeder.stats["sampled"]
     mic.HIT_CAPACITIES = default
     return {"bad": bad, "counts": counts, "cands": int(a.read.size)}
 
@@ -210,7 +219,7 @@ def test_minimizer_seeding_cuda_equals_cpu(where):
     # the default passes keep every read on the device; small ones leave some to the CPU
     assert c["wide_reads, default passes"] > 0 and c["cpu_reads, default passes"] == 0
     assert c["cpu_reads, small passes"] > 0
-    assert c["rescued"] > 0 and res["cands"] > 0
+    assert c["rescued"] > 0 and c["sampled"] > 0 and res["cands"] > 0
 
 
 # ------------------------------------------------------------------------------------- mapping
