@@ -667,11 +667,12 @@ class Pipeline:
         primary = h.primary.copy()
         mapq = h.mapq.astype(np.int64)
         pp = np.flatnonzero(proper)
+        pair_cap = np.minimum(h.mapq_cap[2 * pp], h.mapq_cap[2 * pp + 1])
         for mate, pick in ((0, pick1), (1, pick2)):
             r = 2 * pp + mate
             own = np.where(primary[r] == pick[pp], mapq[r], 0)
             primary[r] = pick[pp]
-            mapq[r] = mate_lifted_mapq(own, pair_mapq[pp], h.mapq_cap[r])
+            mapq[r] = mate_lifted_mapq(own, pair_mapq[pp], pair_cap)
         self.stats.proper_pairs += int(proper.sum())
         self._timed("pair", t)
         supp, supp_mapq = self.supplementary(h, primary)
@@ -697,8 +698,9 @@ def checked_comments(batch, reserved):
 
 def mate_lifted_mapq(own, pair_mapq, cap):
     """MAPQ of reads placed in proper pairs: their own (0 where the pair moved them), lifted by the
-    pair's MAPQ up to 40 above it; not lifted where the seeder capped them at 0 (their copies only
-    sampled: a read of a repeat array also fits the array shifted by its period near its mate)."""
+    pair's MAPQ up to 40 above it; not lifted where the seeder capped either mate at 0 (cap: the
+    lower of the two; copies only sampled: a read of a repeat array also fits the array shifted by
+    its period near its mate, and its partner is near one of a sample of copies)."""
     return np.maximum(own, np.where(cap > 0, np.minimum(pair_mapq, own + 40), 0))
 
 
