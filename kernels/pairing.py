@@ -47,10 +47,10 @@ def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, 
     each mate when the best FR pair on one contig with an insert in [low, high] scores more than
     the two mates' best hits less unpaired_penalty; the pair's MAPQ from the margin to the
     second-best pair or to the best placement of the mates apart with one of them at another hit
-    (less unpaired_penalty; bwa mem's subo), where a mate's shadow (the same locus aligned at another start: a tandem repeat, which the partner cannot
-    resolve) makes a pair that much worse. Returns (pick1, pick2,
-    pair_mapq): pick -1 where the pair is not placed as a proper pair (the mates keep their own
-    primaries). Threads over ranges of pairs."""
+    (less unpaired_penalty; bwa mem's subo), where a mate's shadow (the same locus aligned at another
+    start: a tandem repeat, which the partner cannot resolve) makes a pair that much worse. Returns
+    (pick1, pick2, pair_mapq): pick -1 where the pair is not placed as a proper pair (the mates keep
+    their own primaries). Threads over ranges of pairs."""
     first = _first_hits(h_read, n_pairs)
     pick1 = np.full(n_pairs, -1, np.int64)
     pick2 = np.full(n_pairs, -1, np.int64)

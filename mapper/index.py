@@ -351,6 +351,16 @@ def in_read_ranges(batch, max_edits, per_read, query):
     return [np.concatenate([q[i] for q in parts]) if len(parts) > 1 else parts[0][i] for i in range(len(parts[0]))]
 
 
+def with_requeried(read, strand, pos, redo, more):
+    """Candidates (read, strand, pos; sorted by read) with those of reads `redo` replaced by `more`,
+    the (read, strand, pos, ...) of a query of batch.subset(redo): a seeder's second query of some
+    reads. Each read's candidates stay in the order of the one query that gave them."""
+    keep = np.flatnonzero(np.isin(read, redo, invert=True))
+    read = np.concatenate([read[keep], redo[more[0]].astype(read.dtype)])
+    order = np.argsort(read, kind="stable")
+    return read[order], np.concatenate([strand[keep], more[1]])[order], np.concatenate([pos[keep], more[2]])[order]
+
+
 def load_seeder_index(path, seeder, version, reference, explicit, check, verify=True):
     """(params, info, arrays) of a seeder's index that matches `reference` (None: no check) and the
     explicitly given build parameters `explicit`; IndexMismatch otherwise. check(params) returns the

@@ -689,7 +689,7 @@ def checked_comments(batch, reserved):
     if bad >= 0:
         text = bytes(batch.comments[batch.comment_offsets[bad]:batch.comment_offsets[bad + 1]])
         tag = next(t for t in text.split() if not is_tag(np.frombuffer(t, np.uint8), 0, len(t), reserved))
-        own = len(tag) > 2 and (tag[0] << 8 | tag[1]) in reserved.tolist()
+        own = len(tag) > 2 and tag_codes([tag[:2]])[0] in reserved
         why = "a tag pymap writes itself" if own else "not a SAM tag (TAG:TYPE:VALUE, e.g. BC:Z:ACGT)"
         raise InputError(f"read {batch.name(bad)}: -C copies its header comment into SAM, and "
                          f"{tag.decode('ascii', 'replace')!r} is {why}")

@@ -275,14 +275,6 @@ class MinimizerSeeder(Seeder):
                     read, strand, pos, rep = query_batch(*args, sample=sample)
                 return (read, strand, pos, *rep)
             return query
-
-        def replace(read, strand, pos, redo, more):
-            """The candidates with those of reads `redo` replaced by `more` (a query of batch.subset(redo))."""
-            keep = np.flatnonzero(np.isin(read, redo, invert=True))
-            read = np.concatenate([read[keep], redo[more[0]].astype(read.dtype)])
-            order = np.argsort(read, kind="stable")      # each read's candidates come from one query
-            return read[order], np.concatenate([strand[keep], more[1]])[order], \
-                np.concatenate([pos[keep], more[2]])[order]
         cat = idxfile.in_read_ranges(batch, max_edits, self.max_cands,
                                      query_with(mask_occ, self.max_cands, self.device))
         read, strand, pos, seeds, masked, masked_max = cat
@@ -295,7 +287,7 @@ class MinimizerSeeder(Seeder):
             wide = RESCUE_CANDS * self.max_cands       # a family's copies outnumber a unique read's hits
             more = idxfile.in_read_ranges(batch.subset(redo), max_edits[redo], wide,
                                           query_with(p["rescue_occ"], wide, self.device))
-            read, strand, pos = replace(read, strand, pos, redo, more)
+            read, strand, pos = idxfile.with_requeried(read, strand, pos, redo, more)
             none = redo[ncand[redo] == 0]
             tally(self.stats, "rescued", int(np.isin(none, redo[more[0]]).sum()))
             cap[none] = 0            # their copies may outnumber the candidates a read can have
@@ -306,7 +298,7 @@ class MinimizerSeeder(Seeder):
             wide = RESCUE_CANDS * self.max_cands
             more = idxfile.in_read_ranges(batch.subset(left), max_edits[left], wide,
                                           query_with(p["rescue_occ"], wide, "cpu", sample=True))
-            read, strand, pos = replace(read, strand, pos, left, more)
+            read, strand, pos = idxfile.with_requeried(read, strand, pos, left, more)
             placed = np.unique(left[more[0]])
             tally(self.stats, "sampled", int(placed.size))
             cap[placed] = 0

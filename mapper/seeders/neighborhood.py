@@ -266,14 +266,11 @@ class NeighborhoodSeeder(Seeder):
             empty = np.flatnonzero(np.bincount(read, minlength=n) == 0)
             if empty.size:
                 more = self._query(index, batch.subset(empty), max_edits[empty], "cpu", self.sample_occ)
-                sampled = empty[more[0]]
-                read, strand, pos = (np.concatenate(x) for x in ((read, sampled.astype(read.dtype)),
-                                                                 (strand, more[1]), (pos, more[2])))
-                order = np.argsort(read, kind="stable")
-                read, strand, pos = read[order], strand[order], pos[order]
+                read, strand, pos = idxfile.with_requeried(read, strand, pos, empty, more)
+                sampled = np.unique(empty[more[0]])
                 cap = np.full(n, MAPQ_MAX, np.int64)
                 cap[sampled] = 0
-                tally(self.stats, "sampled", int(np.unique(sampled).size))
+                tally(self.stats, "sampled", int(sampled.size))
         return Candidates(read, strand, pos, mapq_cap=cap)
 
     def _query(self, index, batch, max_edits, device, sample):
@@ -335,5 +332,5 @@ class NeighborhoodSeeder(Seeder):
         n = sum(self.beyond_guarantee.values())
         (length, e), _ = max(self.beyond_guarantee.items(), key=lambda kv: kv[1])
         return notes + [f"{n} read(s) have more edits allowed than this index's patterns can guarantee to find "
-                f"(e.g. e={e} in {length} bp); they were searched at step 1 but some locations may be "
-                f"missed: build the index with a smaller --seeder-opt nb_len for complete results"]
+                        f"(e.g. e={e} in {length} bp); they were searched at step 1 but some locations may be "
+                        f"missed: build the index with a smaller --seeder-opt nb_len for complete results"]
