@@ -21,18 +21,62 @@ def insert_penalty(insert, mean, std, match):
 
 
 @njit(cache=True, nogil=True)
-def _pair_score(i, j, h_strand, h_start, h_end, h_ctg, h_score, keep, mean, std, low, high, match):
-    """Score of hits i and j as a proper pair (FR, one contig, insert within [low, high]) less the
-    insert-size penalty; int64 min when they are not one."""
-    neg = np.iinfo(np.int64).min
+def _insert(i, j, h_strand, h_start, h_end, h_ctg, keep, low, high):
+    """Insert size of kept hits i and j as a proper pair (FR, one contig, insert within [low, high]);
+    -1 when they are not one."""
     if not keep[i] or not keep[j] or h_ctg[i] != h_ctg[j] or h_strand[i] == h_strand[j]:
-        return neg
+        return -1
     f, r = (i, j) if h_strand[i] == 0 else (j, i)
     ins = h_end[r] - h_start[f]
     if ins < low or ins > high:
-        return neg
+        return -1
+    return ins
+
+
+@njit(cache=True, nogil=True)
+def _pair_score(i, j, h_strand, h_start, h_end, h_ctg, h_score, keep, mean, std, low, high, match):
+    """Score of hits i and j as a proper pair less the insert-size penalty; int64 min when they are
+    not one."""
+    ins = _insert(i, j, h_strand, h_start, h_end, h_ctg, keep, low, high)
+    if ins < 0:
+        return np.iinfo(np.int64).min
     return np.int64(h_score[i]) + np.int64(h_score[j]) - insert_penalty(ins, mean, std, match)
 
+
+
+@njit(cache=True, nogil=True)
+def _lower_bound(b0, b1, h_strand, h_start, strand, start):
+    """The first of hits b0..b1-1 (sorted by strand, then start) at or after (strand, start)."""
+    while b0 < b1:
+        mid = (b0 + b1) >> 1
+        if h_strand[mid] < strand or (h_strand[mid] == strand and h_start[mid] < start):
+            b0 = mid + 1
+        else:
+            b1 = mid
+    return b0
+
+
+@njit(cache=True, nogil=True)
+def _partners(i, b0, b1, h_strand, h_start, h_end, span, low, high):
+    """The range [j0, j1) of the mate's hits b0..b1-1 (sorted by strand, then start; none spans more
+    than span bases) that can make a proper pair with hit i: the other strand, the start where an
+    insert within [low, high] puts it. The pairs are still to be checked (_insert)."""
+    if h_strand[i] == 0:        # the mate reverse, its end within [start + low, start + high]
+        s0, s1 = h_start[i] + low - span, h_start[i] + high
+    else:                       # the mate forward, its start within [end - high, end - low]
+        s0, s1 = h_end[i] - high, h_end[i] - low + 1
+    strand = 1 - h_strand[i]
+    return (_lower_bound(b0, b1, h_strand, h_start, strand, s0),
+            _lower_bound(b0, b1, h_strand, h_start, strand, s1))
+
+
+@njit(cache=True, nogil=True)
+def _max_span(b0, b1, h_start, h_end):
+    """The most reference bases any of hits b0..b1-1 spans."""
+    out = np.int64(0)
+    for j in range(b0, b1):
+        out = max(out, np.int64(h_end[j] - h_start[j]))
+    return out
 
 #: a pair's MAPQ is 13 phred per edit of margin to its runner-up less this (a read's: less 7,
 #: kernels/select.py). Measured (BENCHMARKS.md, issue 13): pairs 2 edits ahead were placed wrongly
@@ -51,7 +95,7 @@ def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, 
     start: a tandem repeat, which the partner cannot resolve) makes a pair that much worse. Returns
     (pick1, pick2, pair_mapq): pick -1 where the pair is not placed as a proper pair (the mates keep
     their own primaries). Threads over ranges of pairs."""
-    first = _first_hits(h_read, n_pairs)
+    first = first_hits(h_read, n_pairs)
     pick1 = np.full(n_pairs, -1, np.int64)
     pick2 = np.full(n_pairs, -1, np.int64)
     pair_mapq = np.zeros(n_pairs, np.int64)
@@ -62,7 +106,7 @@ def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, 
 
 
 @njit(cache=True, nogil=True)
-def _first_hits(h_read, n_pairs):
+def first_hits(h_read, n_pairs):
     """first[r]: the first hit of read r (hits sorted by read; nh when it has none and none follow)."""
     nh = h_read.shape[0]
     first = np.empty(2 * n_pairs + 1, np.int64)
@@ -98,8 +142,10 @@ def _pair_range(p0, p1, first, h_strand, h_start, h_end, h_ctg, h_score, h_shado
         best = neg
         second = neg
         n_best = 0
+        span = _max_span(b0, b1, h_start, h_end)
         for i in range(a0, a1):
-            for j in range(b0, b1):
+            j0, j1 = _partners(i, b0, b1, h_strand, h_start, h_end, span, low, high)
+            for j in range(j0, j1):
                 if np.int64(h_score[i]) + np.int64(h_score[j]) < second:
                     continue
                 s = _pair_score(i, j, h_strand, h_start, h_end, h_ctg, h_score, keep, mean, std, low, high,
@@ -124,7 +170,8 @@ def _pair_range(p0, p1, first, h_strand, h_start, h_end, h_ctg, h_score, h_shado
         for i in range(a0, a1):
             if pick1[p] >= 0:
                 break
-            for j in range(b0, b1):
+            j0, j1 = _partners(i, b0, b1, h_strand, h_start, h_end, span, low, high)
+            for j in range(j0, j1):
                 if np.int64(h_score[i]) + np.int64(h_score[j]) < best:
                     continue
                 s = _pair_score(i, j, h_strand, h_start, h_end, h_ctg, h_score, keep, mean, std, low, high,
@@ -161,3 +208,69 @@ def _best_other(k0, k1, pick, keep, h_score):
         if k != pick and keep[k] and h_score[k] > out:
             out = np.int64(h_score[k])
     return out
+
+
+@njit(cache=True, nogil=True)
+def rescue_anchors(first, h_strand, h_start, h_end, h_ctg, h_score, keep, pick1, pick2, best_score, found_only,
+                   rescuable, searched, mean, std, low, high, match, unpaired_penalty, max_anchors):
+    """The hits a mate is searched from (bwa mem's mate rescue). Hits sorted by read (first from
+    first_hits; read r's mate is r ^ 1); pick1, pick2: pair_hits' choice. A pair placed at both
+    mates' best hits has none. Else a read's anchors are its kept hits within unpaired_penalty of
+    its best, the max_anchors best of them (ties: hit order), where the mate is rescuable and has no
+    kept hit making a proper pair with the hit, and where the hit and the mate could reach the
+    pair's present score (the chosen pair's, else the mates' best apart), the mate scoring
+    best_score (per read: the most it can score) or, with found_only, its best hit's score. Hits
+    marked searched count among the max_anchors but are not returned. Returns hit indices,
+    ascending."""
+    neg = np.iinfo(np.int64).min
+    n_reads = first.shape[0] - 1
+    out = np.empty(first[n_reads], np.int64)
+    order = np.empty(out.shape[0], np.int64)
+    key = np.empty(out.shape[0], np.int64)
+    best = np.full(n_reads, neg, np.int64)
+    for r in range(n_reads):
+        for k in range(first[r], first[r + 1]):
+            if keep[k] and h_score[k] > best[r]:
+                best[r] = np.int64(h_score[k])
+    n = 0
+    for r in range(n_reads):
+        m = r ^ 1
+        if m >= n_reads or not rescuable[m] or best[r] == neg:
+            continue
+        p = r >> 1
+        if pick1[p] >= 0 and h_score[pick1[p]] == best[2 * p] and h_score[pick2[p]] == best[2 * p + 1]:
+            continue
+        if pick1[p] >= 0:
+            ins = _insert(pick1[p], pick2[p], h_strand, h_start, h_end, h_ctg, keep, low, high)
+            now = np.int64(h_score[pick1[p]]) + np.int64(h_score[pick2[p]]) - insert_penalty(ins, mean, std, match)
+        elif best[m] != neg:
+            now = best[r] + best[m] - unpaired_penalty
+        else:
+            now = neg
+        c = 0
+        for k in range(first[r], first[r + 1]):
+            s = np.int64(h_score[k])
+            reach = s + (best[m] if found_only else best_score[m])
+            if keep[k] and s >= best[r] - unpaired_penalty and reach >= now:
+                order[c] = k
+                key[c] = -s
+                c += 1
+        if c > max_anchors:
+            picked = np.sort(order[:c][np.argsort(key[:c], kind="mergesort")[:max_anchors]])
+            c = max_anchors
+            order[:c] = picked
+        for t in range(c):
+            k = order[t]
+            if searched[k]:
+                continue
+            paired = False
+            j0, j1 = _partners(k, first[m], first[m + 1], h_strand, h_start, h_end,
+                               _max_span(first[m], first[m + 1], h_start, h_end), low, high)
+            for j in range(j0, j1):
+                if _insert(k, j, h_strand, h_start, h_end, h_ctg, keep, low, high) >= 0:
+                    paired = True
+                    break
+            if not paired:
+                out[n] = k
+                n += 1
+    return out[:n]

@@ -15,7 +15,7 @@ from pymap.kernels import contracts
 from pymap.kernels.cigar import cigar_spans
 from pymap.kernels.contigs import place_on_contigs
 from pymap.kernels.encoding import count_code
-from pymap.kernels.pairing import pair_hits
+from pymap.kernels.pairing import first_hits, pair_hits, rescue_anchors
 from pymap.kernels.sam import NO_XS, OWN_TAGS, REASONS, first_bad_comment, format_sam, is_tag, tag_codes
 from pymap.kernels.select import (MAPQ_MAX, periodic_parts, pick_supplementary, query_spans, report_order,
                                   select_hits, supplementary_mapq)
@@ -560,32 +560,60 @@ class Pipeline:
                          UNPAIRED_PENALTY * match,
                          h.batch.first_index // 2, self.opt.seed)
 
-    def rescue(self, h, model, proper):
-        """Mate rescue: for a pair not placed as a proper pair whose one mate has a confident hit
-        (MAPQ >= 20) and the other none (or no confident one), every position of the window the
-        insert-size model allows for the other mate is a candidate. The filter checks them all (the
-        all-positions verification GateKeeper was built for inside mrFAST); of each run of accepted
-        neighbouring positions the one with the smallest estimate is extended. Returns the Hits
-        with the new alignments, or h when nothing was added."""
-        st = self.stats
+    def rescue(self, h, model, picks):
+        """Mate rescue, as bwa mem does it: from a read's hits within the unpaired penalty of its best
+        whose mate has no hit making a proper pair with them, the window the insert-size model allows
+        for the mate is searched (rescue_windows). Only pairs not placed at both mates' best hits are
+        searched from, in rounds (RESCUE_ROUNDS: anchors a read, best first), the pairs chosen again
+        after each; a hit is an anchor while the pair's score is within its reach: with the mate at
+        its highest possible score in the first round, at its best found in the later ones. Returns
+        (Hits, picks)."""
         n = len(h.batch)
-        mate_of = np.arange(n) ^ 1
-        prim = h.primary
-        confident = (prim >= 0) & (h.mapq >= 20)
+        match = max(self.extender.match_score, 1)
         # a read with more N than e is not seeded, but its mate may place it (as bwa mem's rescue does)
         rescuable = (h.reason0 == 0) | (h.reason0 == REASON["too_many_n"])
-        unpaired = ~proper[np.arange(n) // 2]
-        anchor = np.flatnonzero(confident & ~confident[mate_of] & unpaired & rescuable[mate_of])
-        if anchor.size == 0:
-            return h
-        mate = mate_of[anchor]
-        # a searched mate that stays unaligned is reported as such, not as unseeded
-        has_cand = h.has_cand.copy()
-        has_cand[mate] = True
-        searched = mate[(h.reason[mate] == REASON["no_seed_hit"])]
-        unaligned = "over_max_edits" if self.extender.scoring == "edits" else "below_min_score"
-        h.reason[searched] = REASON[unaligned]
-        k = prim[anchor]
+        span = 2 * np.int64(self.ref.offsets[-1] + 1)
+        done = np.empty(0, np.int64)            # anchors searched, by (read, strand, start)
+        for cap in RESCUE_ROUNDS:
+            key = h.read * span + h.strand * (span // 2) + h.start
+            k = rescue_anchors(first_hits(h.read, n // 2), h.strand, h.start, h.end, h.ctg, h.score, h.keep,
+                               picks[0], picks[1], h.lengths * match, cap != RESCUE_ROUNDS[0], rescuable,
+                               np.isin(key, done), model.mean, model.std, model.low, model.high, match,
+                               UNPAIRED_PENALTY * match, cap)
+            if k.size == 0:
+                continue
+            done = np.union1d(done, key[k])
+            mate = h.read[k] ^ 1
+            # a searched mate that stays unaligned is reported as such, not as unseeded
+            has_cand = h.has_cand.copy()
+            has_cand[mate] = True
+            searched = mate[(h.reason[mate] == REASON["no_seed_hit"])]
+            unaligned = "over_max_edits" if self.extender.scoring == "edits" else "below_min_score"
+            h.reason[searched] = REASON[unaligned]
+            # parts of a bounded number of window positions, a read's anchors in one part
+            cut = np.flatnonzero(np.diff(h.read[k]) != 0) + 1
+            per = max(RESCUE_POSITIONS // (model.high - model.low + 1), 1)
+            cut = cut[np.flatnonzero(np.diff(np.concatenate([[0], cut // per])) != 0)]
+            found = [f for f in (self.rescue_windows(h, model, part) for part in np.split(k, cut)) if f is not None]
+            if not found:
+                continue
+            aln = h.aln
+            for cands, more in found:
+                aln = Alignments.concat(aln, more)
+            h = self.select(h.batch, h.lengths, h.maxe, h.reason0, has_cand,
+                            np.concatenate([h.aln_read] + [c.read for c, _ in found]),
+                            np.concatenate([h.aln_strand] + [c.strand for c, _ in found]), aln, h.mapq_cap)
+            picks = self.pair(h, model)
+        return h, picks
+
+    def rescue_windows(self, h, model, k):
+        """The mates of anchors k (hit indices; a read's all here) searched: every position of the
+        window the insert-size model allows is a candidate. The filter checks them all (the
+        all-positions verification GateKeeper was built for inside mrFAST); of each run of accepted
+        neighbouring positions the one with the smallest estimate is extended. Returns (the extended
+        candidates, their Alignments), or None when none was."""
+        st = self.stats
+        mate = h.read[k] ^ 1
         fwd = h.strand[k] == 0
         L = h.lengths[mate]
         # forward anchor: the mate is reverse, its end within [start + low, start + high]; reverse
@@ -595,21 +623,25 @@ class Pipeline:
         lo, hi = self.ref.offsets[h.ctg[k]], self.ref.offsets[h.ctg[k] + 1]
         first, last = np.maximum(first, lo), np.minimum(last, hi - L)
         width = np.maximum(last - first + 1, 0)
-        idx = np.repeat(np.arange(anchor.size), width)
+        idx = np.repeat(np.arange(k.size), width)
         pos = first[idx] + np.arange(idx.size) - np.repeat(np.cumsum(width) - width, width)
-        cands = self.candidate_batch(h.batch, mate[idx], np.where(fwd, 1, 0)[idx], pos, lo[idx], hi[idx],
-                                     h.maxe[mate[idx]])
-        st.rescue_windows += anchor.size
+        # windows of one mate from neighbouring anchors overlap: each position once, by (mate, strand, pos)
+        group = 2 * mate[idx] + np.where(fwd, 1, 0)[idx]
+        _, once = np.unique(group * np.int64(self.ref.offsets[-1] + 1) + pos, return_index=True)
+        idx, pos, group = idx[once], pos[once], group[once]
+        cands = self.candidate_batch(h.batch, mate[idx], group & 1, pos, lo[idx], hi[idx], h.maxe[mate[idx]])
+        st.rescue_windows += k.size
         st.rescue_candidates += len(cands)
         if len(cands) == 0:
-            return h
+            return None
         accept, est = self.filter(cands, estimates=True)
         st.rescue_accepted += int(accept.sum())
         a = np.flatnonzero(accept)
-        # runs of accepted neighbouring positions of one window, cut into pieces one extension's band
-        # covers: keep the smallest estimate of each piece (one piece per run with a sharp filter)
+        # runs of accepted neighbouring positions of one mate and strand, cut into pieces one
+        # extension's band covers: keep the smallest estimate of each piece (one piece per run with a
+        # sharp filter)
         run_start = np.ones(a.size, np.bool_)
-        run_start[1:] = (idx[a[1:]] != idx[a[:-1]]) | (pos[a[1:]] - pos[a[:-1]] > 1)
+        run_start[1:] = (group[a[1:]] != group[a[:-1]]) | (pos[a[1:]] - pos[a[:-1]] > 1)
         run = np.cumsum(run_start) - 1
         e = cands.max_edits[a].astype(np.int64)
         reach = 2 * (e if self.extender.scoring == "edits" else np.maximum(e, MIN_BAND)) + 1
@@ -621,13 +653,10 @@ class Pipeline:
         chosen = cands.take(np.sort(a[order[first_of_run]]))
         st.rescue_extended += len(chosen)
         if len(chosen) == 0:
-            return h
+            return None
         aln = self.extend(chosen, pairs=True)
         st.aligned += int(aln.found.sum())
-        return self.select(h.batch, h.lengths, h.maxe, h.reason0, has_cand,
-                           np.concatenate([h.aln_read, chosen.read]),
-                           np.concatenate([h.aln_strand, chosen.strand]),
-                           Alignments.concat(h.aln, aln), h.mapq_cap)
+        return chosen, aln
 
     def map_pairs(self, r1, r2, model, h=None):
         """SAM text for a batch of pairs (mate i of r1 with mate i of r2), mates adjacent, read 1 first.
@@ -639,15 +668,12 @@ class Pipeline:
         if h is None:
             h = self.pair_hits_of(r1, r2)
         t = time.perf_counter()
-        pick1, pick2, pair_mapq = self.pair(h, model)
+        picks = self.pair(h, model)
         t = self._timed("pair", t)
-        before = int((pick1 >= 0).sum())
-        h2 = self.rescue(h, model, pick1 >= 0)
+        before = int((picks[0] >= 0).sum())
+        h, (pick1, pick2, pair_mapq) = self.rescue(h, model, picks)
+        self.stats.rescued_pairs += int((pick1 >= 0).sum()) - before
         t = self._timed("rescue", t)
-        if h2 is not h:
-            h = h2
-            pick1, pick2, pair_mapq = self.pair(h, model)
-            self.stats.rescued_pairs += int((pick1 >= 0).sum()) - before
         if self.pair_extender is not None:
             # below the single-read minimum: only the mates of proper pairs keep their alignment
             weak = np.flatnonzero(h.aln.found & (h.aln.score < self.extender.min_score))
@@ -711,6 +737,13 @@ PRUNE_UNITS = 6
 #: first; while no strong alignment is found, up to the fourth (reads of high-copy repeats, whose
 #: filter estimates rank their candidates poorly); then all the others
 PRUNE_ROUNDS = (1, 4)
+
+#: a read's hits a mate is searched from, at most, in each round of a rescue (the last: bwa mem's
+#: max_matesw)
+RESCUE_ROUNDS = (2, 50)
+
+#: window positions a rescue filters at once, about (memory: a candidate batch of them)
+RESCUE_POSITIONS = 2_000_000
 
 #: what placing two mates apart (not as a proper pair) costs, in matches (bwa mem -U 17)
 UNPAIRED_PENALTY = 17

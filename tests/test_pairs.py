@@ -278,6 +278,32 @@ def test_mate_rescue_through_the_filter(tmp_path):
         assert int(b[1]) & 2 and int(b[3]) - 1 == truth[b[0]] and b[5] == "100M", b
 
 
+
+def test_mate_rescue_from_hits_of_repeat_copies(tmp_path):
+    """Pairs from an array of 40 copies of a 1 kb unit, 2 % apart: read 2 exact, read 1 with 5 %
+    errors. With one candidate a read (max_cands=1) read 1 is seeded at another copy than its own;
+    neither mate is confident, but the rescue from read 2's best hit (bwa mem's rule: every hit near
+    the read's best whose mate has no partner hit) finds read 1 at its own copy."""
+    rng = np.random.default_rng(41)
+    unit = rand_seq(rng, 1000)
+    genome = rand_seq(rng, 5000) + "".join(mutate(rng, unit, 0.02) for _ in range(40)) + rand_seq(rng, 5000)
+    ref = tmp_path / "ref.fa"
+    ref.write_text(f">g\n{genome}\n")
+    r1, r2 = [], []
+    for i in range(40):
+        start = 5000 + 1000 * i + 200
+        frag = genome[start:start + 400]
+        r1.append((f"q{i}", mutate(rng, frag[:100], 0.05)))
+        r2.append((f"q{i}", revcomp(frag[-100:])))
+    for path, recs in ((tmp_path / "a.fq", r1), (tmp_path / "b.fq", r2)):
+        path.write_text("".join(f"@{n}\n{s}\n+\n{'I' * len(s)}\n" for n, s in recs))
+    st, text = run(ref, tmp_path / "a.fq", tmp_path / "b.fq", tmp_path / "o.sam",
+                   insert_size=insert.parse("400,30"), seeder_opts={"max_cands": 1})
+    recs = records(text)
+    at_own = [sum(int(r[3]) - 1 == 5200 + 1000 * int(r[0][1:]) + 300 * m for r in recs[m::2]) for m in (0, 1)]
+    assert at_own[0] >= 36 and at_own[1] >= 37, at_own
+    assert st.rescue_windows >= 30 and st.proper_pairs == 40
+
 def test_mates_of_proper_pairs_are_kept_below_the_single_read_minimum(tmp_path):
     """A mate that aligns over 26 bases only (score 26 < -T 30) is reported when its partner places
     the pair properly, and unmapped when mapped as a single read."""
@@ -335,6 +361,44 @@ def test_pair_mapq_against_the_mates_apart():
     # mates apart would sit where the pair has them, no other placement: 60
     assert q.tolist() == [13 * 7 // 5 - PAIR_OFFSET, 60]
 
+
+
+def test_rescue_anchors():
+    """The hits a mate is searched from: none for a pair at both mates' best hits; else a read's
+    hits within the unpaired penalty of its best whose mate has no partner hit, best first, up to
+    the cap, those searched already left out, and only while the hit could reach the pair's score."""
+    from pymap.kernels.pairing import first_hits, pair_hits, rescue_anchors
+    # pair 0: mate 1 at 1000 (+, 150), mate 2 at 1200 (-, 150): placed at both best
+    # pair 1: mate 1 at 1000 (+, 140) and 5000 (+, 150, no partner), 9000 (+, 148, no partner),
+    #         20000 (+, 120: too far below its best); mate 2 at 1200 (-, 140)
+    h_read = np.array([0, 1, 2, 2, 2, 2, 3], np.int64)
+    h_strand = np.array([0, 1, 0, 0, 0, 0, 1], np.int8)
+    h_start = np.array([1000, 1200, 1000, 5000, 9000, 20000, 1200], np.int64)
+    h_end = h_start + 150
+    h_score = np.array([150, 150, 140, 150, 148, 120, 140], np.int32)
+    ctg = np.zeros(7, np.int64)
+    keep = np.ones(7, np.bool_)
+    shadow = np.full(7, np.iinfo(np.int64).min, np.int64)
+    args = (350.0, 50.0, 100, 600)
+    pick1, pick2, _ = pair_hits(h_read, h_strand, h_start, h_end, ctg, h_score, shadow, keep, 2, *args, 1, 5, 17,
+                                0, 0)
+    assert pick1.tolist() == [0, 2] and pick2.tolist() == [1, 6]
+    first = first_hits(h_read, 2)
+    rescuable = np.ones(4, np.bool_)
+    best_score = np.full(4, 150, np.int64)
+
+    def anchors(cap, searched=np.zeros(7, np.bool_), found_only=False, rescuable=rescuable):
+        return rescue_anchors(first, h_strand, h_start, h_end, ctg, h_score, keep, pick1, pick2,
+                              best_score, found_only, rescuable, searched, *args, 1, 17, cap).tolist()
+
+    assert anchors(50) == [3, 4]                  # pair 1's mate 2 is paired at its best: no anchor
+    assert anchors(1) == [3]
+    assert anchors(2, searched=np.isin(np.arange(7), [3])) == [4]
+    assert anchors(50, rescuable=np.array([1, 1, 1, 0], np.bool_)) == []
+    # with the mate at its best found (140): 148 + 140 reaches the pair's 280 less its insert penalty
+    assert anchors(50, found_only=True) == [3, 4]
+    h_score[4] = 135                              # 135 + 140 does not; 135 is within 17 of 150
+    assert anchors(50, found_only=True) == [3] and anchors(50) == [3, 4]
 
 def test_a_mate_lifts_its_partner_unless_the_seeder_capped_it_at_0():
     """A read placed by its mate gets the pair's MAPQ, at most 40 above its own; one whose copies the
