@@ -330,17 +330,17 @@ def _record(buf, p, text, r, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, 
     if rg.shape[0] > 0:
         p = _put_bytes(buf, p, text, _RG, _RG + _TAG)
         p = _put_bytes(buf, p, rg, np.int64(0), np.int64(rg.shape[0]))
-    if comment_offsets.shape[0] > 0:       # -C: the read's comment, its blanks as tabs
-        blank = True
-        for j in range(comment_offsets[read], comment_offsets[read + 1]):
-            c = comments[j]
-            if c == 32 or c == 9:
-                blank = True
+    if comment_offsets.shape[0] > 0:       # -C: the read's comment's tags (tag_end), tab-separated
+        j = comment_offsets[read]
+        end = comment_offsets[read + 1]
+        while j < end:
+            if comments[j] == 32 or comments[j] == 9:
+                j += 1
                 continue
-            if blank:
-                p = _put(buf, p, _TAB)
-                blank = False
-            p = _put(buf, p, c)
+            k = tag_end(comments, j, end)
+            p = _put(buf, p, _TAB)
+            p = _put_bytes(buf, p, comments, j, k)
+            j = k
     p = _put(buf, p, _NL)
     return p, max(p, high)
 
@@ -397,8 +397,8 @@ def format_sam(rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa
     as XS:i (NO_XS: none). rec_sa: the record of the read's other part (supplementary <-> primary),
     written as SA:Z (-1: none). rec_mate: the record of the mate's primary (or unmapped) record
     for paired reads (-1: single), which gives RNEXT, PNEXT, MC and MQ; rec_tlen: TLEN. comments /
-    comment_offsets (per read, None: none): text appended to each record after a tab, runs of blanks
-    written as one tab (bwa mem -C; first_bad_comment checks it is SAM tags). Returns the text as uint8.
+    comment_offsets (per read, None: none): the tags of each read's comment appended, tab-separated
+    (bwa mem -C; tag_end splits them, first_bad_comment checks them). Returns the text as uint8.
 
     Integer arguments are normalised to int64 (cigar to uint32, bytes to uint8) so that the kernel
     is compiled for one signature whatever the caller's dtypes."""
@@ -437,7 +437,7 @@ def tag_codes(names):
 
 @njit(cache=True, nogil=True)
 def first_bad_comment(comments, comment_offsets, reserved):
-    """The first read whose comment is not SAM tags, or -1: blank-separated TAG:TYPE:VALUE, TAG a
+    """The first read whose comment is not SAM tags, or -1: blank-separated TAG:TYPE:VALUE (tag_end), TAG a
     letter then a letter or digit and not one of `reserved` (tag_codes), VALUE as the SAM
     specification's TYPE says (A one printable character, i an integer of 32 bits, f a float, Z
     printable, H hex digit pairs, B a subtype cCsSiIf then comma-separated numbers)."""
@@ -449,13 +449,41 @@ def first_bad_comment(comments, comment_offsets, reserved):
             if c == 32 or c == 9:
                 j += 1
                 continue
-            k = j
-            while k < end and comments[k] != 32 and comments[k] != 9:
-                k += 1
+            k = tag_end(comments, j, end)
             if not is_tag(comments, j, k, reserved):
                 return r
             j = k
     return -1
+
+
+@njit(cache=True, nogil=True)
+def tag_end(b, j, end):
+    """End of the comment tag starting at b[j]: the next tab, or the next space unless the tag is of
+    type Z and what follows the spaces does not start another tag (a Z value may hold spaces, as in
+    CO:Z:two words; bwa mem -C copies them)."""
+    k = j
+    while k < end and b[k] != 9:
+        if b[k] == 32:
+            if k - j < 5 or b[j + 3] != 90:
+                return k
+            n = k
+            while n < end and b[n] == 32:
+                n += 1
+            if n == end or b[n] == 9 or _starts_tag(b, n, end):
+                return k
+            k = n
+            continue
+        k += 1
+    return k
+
+
+@njit(cache=True, nogil=True)
+def _starts_tag(b, i, end):
+    """b[i:] starts TAG:TYPE: (a letter, a letter or digit, a colon, one of AifZHB, a colon)."""
+    if end - i < 5 or not _letter(b[i]) or not (_letter(b[i + 1]) or _digit(b[i + 1])) or b[i + 2] != 58:
+        return False
+    t = b[i + 3]
+    return b[i + 4] == 58 and (t == 65 or t == 105 or t == 102 or t == 90 or t == 72 or t == 66)
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -215,7 +215,7 @@ def test_bwa_scoring_pairs_and_minus_y(ref, tmp_path):
 
 def test_bwa_minus_c_appends_header_comments(ref, tmp_path):
     """-C (bwa mem's) appends each read's header comment, SAM tags, to its records (blanks between
-    tags written as tabs; pairs, FASTA and processes alike); without -C comments are ignored; a
+    tags written as tabs, spaces inside a Z value kept; pairs, FASTA and processes alike); without -C comments are ignored; a
     comment that is not SAM tags (Casava's 1:N:0:...), or repeats a tag pymap writes (NM), is one error
     line and no output."""
     with pysam.FastaFile(str(ref)) as fa:
@@ -224,7 +224,7 @@ def test_bwa_minus_c_appends_header_comments(ref, tmp_path):
     (tmp_path / "r1.fq").write_text(f"@p1/1 BC:Z:ACGTAC\tRX:Z:GGAT\n{seq[5000:5100]}\n+\n{'I' * 100}\n"
                                     f"@p2/1\n{seq[7000:7100]}\n+\n{'I' * 100}\n")
     (tmp_path / "r2.fq").write_text(f"@p1/2 BC:Z:ACGTAC  RX:Z:GGAT XN:i:-3\n{rc}\n+\n{'I' * 100}\n"
-                                    f"@p2/2 XA:A:q\n{rc}\n+\n{'I' * 100}\n")
+                                    f"@p2/2 XA:A:q CO:Z:two  words \n{rc}\n+\n{'I' * 100}\n")
     for extra in ([], ["--processes", "2"]):
         res = pymap("align", ref, tmp_path / "r1.fq", tmp_path / "r2.fq", "-C", *extra, "-o", tmp_path / "c.sam")
         assert res.returncode == 0, res.stderr.decode()
@@ -235,6 +235,8 @@ def test_bwa_minus_c_appends_header_comments(ref, tmp_path):
                         ("p2", False, ["XA"])]
     line = [x for x in open(tmp_path / "c.sam") if x.startswith("p1\t")][1]
     assert line.rstrip("\n").endswith("\tBC:Z:ACGTAC\tRX:Z:GGAT\tXN:i:-3")
+    line = [x for x in open(tmp_path / "c.sam") if x.startswith("p2\t")][1]
+    assert line.rstrip("\n").endswith("\tXA:A:q\tCO:Z:two  words")     # a Z value keeps its spaces
     plain = pymap("align", ref, tmp_path / "r1.fq", tmp_path / "r2.fq")
     assert plain.returncode == 0 and b"BC:Z" not in plain.stdout
     (tmp_path / "f.fa").write_text(f">f1 CB:Z:AAAC\n{seq[100:200]}\n")

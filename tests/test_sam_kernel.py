@@ -397,8 +397,8 @@ def test_a_record_written_into_every_buffer_size():
 
 
 def test_first_bad_comment_takes_sam_tags_only():
-    """-C's check: blank-separated TAG:TYPE:VALUE, the value as the SAM specification's type says,
-    no tag that pymap writes itself; empty comments pass."""
+    """-C's check: blank-separated TAG:TYPE:VALUE (a Z value may hold spaces), the value as the SAM
+    specification's type says, no tag that pymap writes itself; empty comments pass."""
     from pymap.kernels.sam import OWN_TAGS, first_bad_comment, tag_codes
     own = tag_codes(OWN_TAGS)
 
@@ -410,11 +410,12 @@ def test_first_bad_comment_takes_sam_tags_only():
 
     good = ["", "BC:Z:ACGT", "BC:Z:ACGT\tRX:Z:GG  XN:i:-3 ", "X1:A:q", "ZZ:Z:", "XF:f:1.5e3", "XF:f:-.5",
             "XB:B:c,1,-128", "XB:B:f,1.5,2", "XB:B:I", "XH:H:1AE3", "XH:H:", "XI:i:+7", "XI:i:4294967295",
-            "XI:i:-2147483648", "RG:Z:s1"]
+            "XI:i:-2147483648", "RG:Z:s1", "CO:Z:two  words XN:i:1", "CO:Z:a b\tRX:Z:c d ", "CO:Z:x 1:N:0"]
     assert first_bad(*good) == -1
     for bad in ["1:N:0:ATCACG", "1X:Z:a", "BC:Q:a", "XA:A:qq", "XA:A:", "XN:i:3.5", "XN:i:", "XN:i:-", "BC:Z",
                 "BCZ:A:x", "XF:f:", "XF:f:abc", "XF:f:1e", "XH:H:ABC", "XH:H:ZZ", "XB:B:q,1,2", "XB:B:c,300",
-                "XB:B:c,1,", "XI:i:99999999999999", "XI:i:4294967296", "NM:i:7", "AS:i:3", "XZ:Z:tab\x01"]:
+                "XB:B:c,1,", "XI:i:99999999999999", "XI:i:4294967296", "NM:i:7", "AS:i:3", "XZ:Z:tab\x01", "XN:i:1 2",
+                "XA:A:a b"]:
         assert first_bad("BC:Z:ok", bad) == 1, bad
     assert first_bad_comment(np.frombuffer(b"RG:Z:s1", np.uint8).copy(), np.array([0, 7]),
                              tag_codes(OWN_TAGS + (b"RG",))) == 0
