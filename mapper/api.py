@@ -20,7 +20,7 @@ from pymap.kernels.threads import ahead, ordered_map, quick_switching
 from pymap.options import AlignOptions
 from pymap.pipeline import Pipeline, gpu_stages
 from pymap.reads import read_batches
-from pymap.reference import from_index, load_reference
+from pymap.reference import from_index, load_reference, note_unusual_names
 
 # as the CLI does: kernels load without SciPy (0.25 s) or Numba's registries (about 0.15 s), for API users too
 jitcache.prepare_numba()
@@ -277,6 +277,7 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
         run = ProcessRun(ref_path, options, index_path, paired)
     else:
         run = LocalRun(ref_path, options, index_path, paired)
+    note_unusual_names(run.reference.names, ref_path)
     cl = command_line or f"pymap align {ref_path} {reads_path}" + (f" {mates_path}" if mates_path else "")
     uri = "file://" + os.path.abspath(ref_path) if out and output_format(out) == "cram" else None
     header = make_header(run.reference, cl, options.read_group, sort=options.sort, ref_uri=uri)

@@ -2,6 +2,7 @@
 import gzip
 import hashlib
 import os
+import re
 import sys
 import zlib
 from dataclasses import dataclass
@@ -231,6 +232,21 @@ def load_reference(path, index_paths=()):
     if path != "-" and os.path.isfile(path):
         ref.fasta = file_fingerprint(path)
     return ref
+
+
+#: what the SAM specification allows as a reference name (RNAME, @SQ SN)
+SAM_NAME = re.compile(r"[0-9A-Za-z!#$%&+./:;?@^_|~-][0-9A-Za-z!#$%&*+./:;=?@^_|~-]*")
+
+
+def note_unusual_names(names, source):
+    """A note on stderr for contig names the SAM specification does not allow (a comma, brackets,
+    quotes, a leading * or =): pymap writes them as they are, as bwa mem does, but some tools that
+    read the SAM (samtools region strings, Picard, GATK) may refuse or misread them."""
+    odd = [n for n in names if not SAM_NAME.fullmatch(n)]
+    if odd:
+        shown = ", ".join(repr(n) for n in odd[:3]) + (f" and {len(odd) - 3} more" if len(odd) > 3 else "")
+        print(f"[pymap] note: {source}: contig name(s) the SAM specification does not allow, written as they "
+              f"are: {shown}", file=sys.stderr)
 
 
 #: bytes read from each of FINGERPRINT_SAMPLES places of the FASTA for its fingerprint

@@ -338,6 +338,19 @@ def test_contig_names_with_spaces_use_the_first_word(tmp_path, genome):
     assert {r["rname"] for r in prim if not r["flag"] & 4} == {"chr1", "chr2"}
 
 
+def test_contig_names_sam_does_not_allow_get_a_note(tmp_path, genome):
+    """Names outside the SAM specification's RNAME pattern are written as they are (bwa mem does the
+    same), with one note naming them; allowed ones (HLA-A*01:01, chrUn_x.1) get none."""
+    named = {"HLA-A*01:01": genome["chr1"], "chr2,alt": genome["chr2"][:4000], "*x": genome["chr2"][4000:]}
+    ref = write_fasta(tmp_path / "odd.fa", named)
+    reads = sample_reads({"HLA-A*01:01": genome["chr1"]}, np.random.default_rng(11), n=10)
+    text, err = cli_align(ref, write_fastq(tmp_path / "r.fq", reads))
+    assert [n for n, _ in sq_lines(parse_sam(text)[0])] == list(named)
+    notes = [line for line in err.splitlines() if "SAM specification does not allow" in line]
+    assert len(notes) == 1 and "'chr2,alt', '*x'" in notes[0] and "HLA" not in notes[0]
+    fine = write_fasta(tmp_path / "fine.fa", {"chrUn_KI270302v1.1": genome["chr1"]})
+    assert "does not allow" not in cli_align(fine, write_fastq(tmp_path / "s.fq", reads[:2]))[1]
+
 def test_three_thousand_small_contigs(tmp_path):
     rng = np.random.default_rng(12)
     contigs = {f"contig_{i:04d}": rand_seq(rng, int(rng.integers(120, 400))) for i in range(3000)}
