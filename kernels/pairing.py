@@ -43,7 +43,6 @@ def _pair_score(i, j, h_strand, h_start, h_end, h_ctg, h_score, keep, mean, std,
     return np.int64(h_score[i]) + np.int64(h_score[j]) - insert_penalty(ins, mean, std, match)
 
 
-
 @njit(cache=True, nogil=True)
 def _lower_bound(b0, b1, h_strand, h_start, strand, start):
     """The first of hits b0..b1-1 (sorted by strand, then start) at or after (strand, start)."""
@@ -77,6 +76,7 @@ def _max_span(b0, b1, h_start, h_end):
     for j in range(b0, b1):
         out = max(out, np.int64(h_end[j] - h_start[j]))
     return out
+
 
 #: a pair's MAPQ is 13 phred per edit of margin to its runner-up less this (a read's: less 7,
 #: kernels/select.py). Measured (BENCHMARKS.md, issue 13): pairs 2 edits ahead were placed wrongly
@@ -217,7 +217,9 @@ def rescue_anchors(first, h_strand, h_start, h_end, h_ctg, h_score, keep, pick1,
     first_hits; read r's mate is r ^ 1); pick1, pick2: pair_hits' choice. A pair placed at both
     mates' best hits has none. Else a read's anchors are its kept hits within unpaired_penalty of
     its best, the max_anchors best of them (ties: hit order), where the mate is rescuable and has no
-    kept hit making a proper pair with the hit, and where the hit and the mate could reach the
+    kept hit within unpaired_penalty of its best making a proper pair with the hit (a poorer one, say
+    a repeat-array read's alignment shifted by part of its period, does not stand for the mate's
+    alignment there), and where the hit and the mate could reach the
     pair's present score (the chosen pair's, else the mates' best apart), the mate scoring
     best_score (per read: the most it can score) or, with found_only, its best hit's score. Hits
     marked searched count among the max_anchors but are not returned. Returns hit indices,
@@ -267,7 +269,8 @@ def rescue_anchors(first, h_strand, h_start, h_end, h_ctg, h_score, keep, pick1,
             j0, j1 = _partners(k, first[m], first[m + 1], h_strand, h_start, h_end,
                                _max_span(first[m], first[m + 1], h_start, h_end), low, high)
             for j in range(j0, j1):
-                if _insert(k, j, h_strand, h_start, h_end, h_ctg, keep, low, high) >= 0:
+                if (np.int64(h_score[j]) >= best[m] - unpaired_penalty
+                        and _insert(k, j, h_strand, h_start, h_end, h_ctg, keep, low, high) >= 0):
                     paired = True
                     break
             if not paired:

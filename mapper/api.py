@@ -310,7 +310,7 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
         _log(summary_line(st))
         if run.model is not None:
             _log(run.model.describe())
-            _log(f"mate rescue: {st.rescue_windows} mates searched, {st.rescue_candidates} window positions, "
+            _log(f"mate rescue: {st.rescue_windows} windows searched, {st.rescue_candidates} positions, "
                  f"{st.rescue_accepted} passed the filter, {st.rescue_extended} extended, "
                  f"{st.rescued_pairs} pairs made proper")
         for note in run.notes():

@@ -45,7 +45,7 @@ class RunStats:
     secondary: int = 0
     supplementary: int = 0
     proper_pairs: int = 0
-    rescue_windows: int = 0        # mate rescue: mates searched, window positions, filter passes,
+    rescue_windows: int = 0        # mate rescue: windows searched, their positions, filter passes,
     rescue_candidates: int = 0     # extended candidates, pairs it made proper
     rescue_accepted: int = 0
     rescue_extended: int = 0

@@ -278,7 +278,6 @@ def test_mate_rescue_through_the_filter(tmp_path):
         assert int(b[1]) & 2 and int(b[3]) - 1 == truth[b[0]] and b[5] == "100M", b
 
 
-
 def test_mate_rescue_from_hits_of_repeat_copies(tmp_path):
     """Pairs from an array of 40 copies of a 1 kb unit, 2 % apart: read 2 exact, read 1 with 5 %
     errors. With one candidate a read (max_cands=1) read 1 is seeded at another copy than its own;
@@ -303,6 +302,7 @@ def test_mate_rescue_from_hits_of_repeat_copies(tmp_path):
     at_own = [sum(int(r[3]) - 1 == 5200 + 1000 * int(r[0][1:]) + 300 * m for r in recs[m::2]) for m in (0, 1)]
     assert at_own[0] >= 36 and at_own[1] >= 37, at_own
     assert st.rescue_windows >= 30 and st.proper_pairs == 40
+
 
 def test_mates_of_proper_pairs_are_kept_below_the_single_read_minimum(tmp_path):
     """A mate that aligns over 26 bases only (score 26 < -T 30) is reported when its partner places
@@ -362,43 +362,45 @@ def test_pair_mapq_against_the_mates_apart():
     assert q.tolist() == [13 * 7 // 5 - PAIR_OFFSET, 60]
 
 
-
 def test_rescue_anchors():
     """The hits a mate is searched from: none for a pair at both mates' best hits; else a read's
-    hits within the unpaired penalty of its best whose mate has no partner hit, best first, up to
-    the cap, those searched already left out, and only while the hit could reach the pair's score."""
+    hits within the unpaired penalty of its best whose mate has no partner hit (a partner far below
+    the mate's best does not count), best first, up to the cap, those searched already left out,
+    and only while the hit could reach the pair's score."""
     from pymap.kernels.pairing import first_hits, pair_hits, rescue_anchors
     # pair 0: mate 1 at 1000 (+, 150), mate 2 at 1200 (-, 150): placed at both best
     # pair 1: mate 1 at 1000 (+, 140) and 5000 (+, 150, no partner), 9000 (+, 148, no partner),
     #         20000 (+, 120: too far below its best); mate 2 at 1200 (-, 140)
-    h_read = np.array([0, 1, 2, 2, 2, 2, 3], np.int64)
-    h_strand = np.array([0, 1, 0, 0, 0, 0, 1], np.int8)
-    h_start = np.array([1000, 1200, 1000, 5000, 9000, 20000, 1200], np.int64)
+    # pair 2: mate 1 at 30000 (+, 150); mate 2 at 30200 (-, 80: a partner, but poor) and 60000 (-, 150)
+    h_read = np.array([0, 1, 2, 2, 2, 2, 3, 4, 5, 5], np.int64)
+    h_strand = np.array([0, 1, 0, 0, 0, 0, 1, 0, 1, 1], np.int8)
+    h_start = np.array([1000, 1200, 1000, 5000, 9000, 20000, 1200, 30000, 30200, 60000], np.int64)
     h_end = h_start + 150
-    h_score = np.array([150, 150, 140, 150, 148, 120, 140], np.int32)
-    ctg = np.zeros(7, np.int64)
-    keep = np.ones(7, np.bool_)
-    shadow = np.full(7, np.iinfo(np.int64).min, np.int64)
+    h_score = np.array([150, 150, 140, 150, 148, 120, 140, 150, 80, 150], np.int32)
+    ctg = np.zeros(10, np.int64)
+    keep = np.ones(10, np.bool_)
+    shadow = np.full(10, np.iinfo(np.int64).min, np.int64)
     args = (350.0, 50.0, 100, 600)
-    pick1, pick2, _ = pair_hits(h_read, h_strand, h_start, h_end, ctg, h_score, shadow, keep, 2, *args, 1, 5, 17,
+    pick1, pick2, _ = pair_hits(h_read, h_strand, h_start, h_end, ctg, h_score, shadow, keep, 3, *args, 1, 5, 17,
                                 0, 0)
-    assert pick1.tolist() == [0, 2] and pick2.tolist() == [1, 6]
-    first = first_hits(h_read, 2)
-    rescuable = np.ones(4, np.bool_)
-    best_score = np.full(4, 150, np.int64)
+    assert pick1.tolist() == [0, 2, -1] and pick2.tolist() == [1, 6, -1]
+    first = first_hits(h_read, 3)
+    rescuable = np.ones(6, np.bool_)
+    best_score = np.full(6, 150, np.int64)
 
-    def anchors(cap, searched=np.zeros(7, np.bool_), found_only=False, rescuable=rescuable):
-        return rescue_anchors(first, h_strand, h_start, h_end, ctg, h_score, keep, pick1, pick2,
-                              best_score, found_only, rescuable, searched, *args, 1, 17, cap).tolist()
+    def anchors(cap, searched=np.zeros(10, np.bool_), found_only=False, rescuable=rescuable):
+        return rescue_anchors(first, h_strand, h_start, h_end, ctg, h_score, keep, pick1, pick2, best_score,
+                              found_only, rescuable, searched, *args, 1, 17, cap).tolist()
 
-    assert anchors(50) == [3, 4]                  # pair 1's mate 2 is paired at its best: no anchor
-    assert anchors(1) == [3]
-    assert anchors(2, searched=np.isin(np.arange(7), [3])) == [4]
-    assert anchors(50, rescuable=np.array([1, 1, 1, 0], np.bool_)) == []
+    assert anchors(50) == [3, 4, 7, 9]            # pair 1's mate 2 is paired at its best: no anchor
+    assert anchors(1) == [3, 7, 9]
+    assert anchors(2, searched=np.isin(np.arange(10), [3])) == [4, 7, 9]
+    assert anchors(50, rescuable=np.array([1, 1, 1, 0, 1, 1], np.bool_)) == [7, 9]
     # with the mate at its best found (140): 148 + 140 reaches the pair's 280 less its insert penalty
-    assert anchors(50, found_only=True) == [3, 4]
+    assert anchors(50, found_only=True) == [3, 4, 7, 9]
     h_score[4] = 135                              # 135 + 140 does not; 135 is within 17 of 150
-    assert anchors(50, found_only=True) == [3] and anchors(50) == [3, 4]
+    assert anchors(50, found_only=True) == [3, 7, 9] and anchors(50) == [3, 4, 7, 9]
+
 
 def test_a_mate_lifts_its_partner_unless_the_seeder_capped_it_at_0():
     """A read placed by its mate gets the pair's MAPQ, at most 40 above its own; one whose copies the
