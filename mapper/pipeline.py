@@ -590,15 +590,13 @@ class Pipeline:
             searched = mate[(h.reason[mate] == REASON["no_seed_hit"])]
             unaligned = "over_max_edits" if self.extender.scoring == "edits" else "below_min_score"
             h.reason[searched] = REASON[unaligned]
-            # parts of a bounded number of window positions, a read's anchors in one part
-            cut = np.flatnonzero(np.diff(h.read[k]) != 0) + 1
             per = max(RESCUE_POSITIONS // (model.high - model.low + 1), 1)
-            cut = cut[np.flatnonzero(np.diff(np.concatenate([[0], cut // per])) != 0)]
-            found = [f for f in (self.rescue_windows(h, model, part) for part in np.split(k, cut)) if f is not None]
+            parts = np.split(k, read_parts(h.read[k], per))
+            found = [f for f in (self.rescue_windows(h, model, part) for part in parts) if f is not None]
             if not found:
                 continue
             aln = h.aln
-            for cands, more in found:
+            for _, more in found:
                 aln = Alignments.concat(aln, more)
             h = self.select(h.batch, h.lengths, h.maxe, h.reason0, has_cand,
                             np.concatenate([h.aln_read] + [c.read for c, _ in found]),
@@ -703,6 +701,13 @@ class Pipeline:
         self._timed("pair", t)
         supp, supp_mapq = self.supplementary(h, primary)
         return self.write(h, primary, mapq, supp, supp_mapq, pairs=proper)
+
+
+def read_parts(read, per):
+    """Where to cut a sorted array of read numbers into parts of about `per` entries (more where one
+    read's entries would straddle a cut): the start of each part but the first."""
+    cut = np.flatnonzero(np.diff(read) != 0) + 1
+    return cut[np.flatnonzero(np.diff(np.concatenate([[0], cut // per])) != 0)]
 
 
 def checked_comments(batch, reserved):

@@ -278,7 +278,7 @@ def test_mate_rescue_through_the_filter(tmp_path):
         assert int(b[1]) & 2 and int(b[3]) - 1 == truth[b[0]] and b[5] == "100M", b
 
 
-def test_mate_rescue_from_hits_of_repeat_copies(tmp_path):
+def test_mate_rescue_from_hits_of_repeat_copies(tmp_path, monkeypatch):
     """Pairs from an array of 40 copies of a 1 kb unit, 2 % apart: read 2 exact, read 1 with 5 %
     errors. With one candidate a read (max_cands=1) read 1 is seeded at another copy than its own;
     neither mate is confident, but the rescue from read 2's best hit (bwa mem's rule: every hit near
@@ -302,6 +302,13 @@ def test_mate_rescue_from_hits_of_repeat_copies(tmp_path):
     at_own = [sum(int(r[3]) - 1 == 5200 + 1000 * int(r[0][1:]) + 300 * m for r in recs[m::2]) for m in (0, 1)]
     assert at_own[0] >= 36 and at_own[1] >= 37, at_own
     assert st.rescue_windows >= 30 and st.proper_pairs == 40
+    # the windows filtered a read at a time instead of all at once: the same records
+    from pymap import pipeline
+    monkeypatch.setattr(pipeline, "RESCUE_POSITIONS", 1)
+    assert records(run(ref, tmp_path / "a.fq", tmp_path / "b.fq", tmp_path / "p.sam",
+                       insert_size=insert.parse("400,30"), seeder_opts={"max_cands": 1})[1]) == recs
+    parts = pipeline.read_parts(np.array([0, 0, 0, 1, 1, 2, 3, 3, 3, 3, 4, 5]), 4)
+    assert parts.tolist() == [5, 10]
 
 
 def test_mates_of_proper_pairs_are_kept_below_the_single_read_minimum(tmp_path):
