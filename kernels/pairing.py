@@ -86,7 +86,7 @@ PAIR_OFFSET = 5
 
 
 def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, n_pairs, mean, std, low, high,
-              match, unit, unpaired_penalty, global_first, seed):
+              match, unit, unpaired_penalty, global_first, seed, todo=None, prev=None):
     """Hits sorted by read (read 2p is mate 1 of pair p, 2p + 1 mate 2). Per pair: the chosen hit of
     each mate when the best FR pair on one contig with an insert in [low, high] scores more than
     the two mates' best hits less unpaired_penalty; the pair's MAPQ from the margin to the
@@ -94,12 +94,20 @@ def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, 
     (less unpaired_penalty; bwa mem's subo), where a mate's shadow (the same locus aligned at another
     start: a tandem repeat, which the partner cannot resolve) makes a pair that much worse. Returns
     (pick1, pick2, pair_mapq): pick -1 where the pair is not placed as a proper pair (the mates keep
-    their own primaries). Threads over ranges of pairs."""
+    their own primaries). todo, prev: only the pairs todo are paired, the others keep prev's
+    (pick1, pick2, pair_mapq), which must index these hits. Threads over ranges of pairs."""
     first = first_hits(h_read, n_pairs)
-    pick1 = np.full(n_pairs, -1, np.int64)
-    pick2 = np.full(n_pairs, -1, np.int64)
-    pair_mapq = np.zeros(n_pairs, np.int64)
-    run_ranges(_pair_range, range_bounds(n_pairs, 1024), first, h_strand, h_start, h_end, h_ctg, h_score,
+    if prev is None:
+        pick1 = np.full(n_pairs, -1, np.int64)
+        pick2 = np.full(n_pairs, -1, np.int64)
+        pair_mapq = np.zeros(n_pairs, np.int64)
+    else:
+        pick1, pick2, pair_mapq = (np.array(a, np.int64) for a in prev)
+    todo = np.arange(n_pairs, dtype=np.int64) if todo is None else np.asarray(todo, np.int64)
+    pick1[todo] = -1
+    pick2[todo] = -1
+    pair_mapq[todo] = 0
+    run_ranges(_pair_range, range_bounds(todo.size, 1024), todo, first, h_strand, h_start, h_end, h_ctg, h_score,
                h_shadow, keep, mean, std, low, high, match, unit, unpaired_penalty, global_first, seed,
                pick1, pick2, pair_mapq)
     return pick1, pick2, pair_mapq
@@ -121,12 +129,13 @@ def first_hits(h_read, n_pairs):
 
 
 @njit(cache=True, nogil=True)
-def _pair_range(p0, p1, first, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, mean, std, low, high,
-                match, unit, unpaired_penalty, global_first, seed, pick1, pick2, pair_mapq):
-    """pair_hits for pairs p0..p1-1. A pair's score is at most its two hits' scores (the insert
+def _pair_range(t0, t1, todo, first, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, mean, std, low,
+                high, match, unit, unpaired_penalty, global_first, seed, pick1, pick2, pair_mapq):
+    """pair_hits for pairs todo[t0:t1]. A pair's score is at most its two hits' scores (the insert
     penalty is >= 0), so the penalty is computed only for pairs that can still matter."""
     neg = np.iinfo(np.int64).min
-    for p in range(p0, p1):
+    for t in range(t0, t1):
+        p = todo[t]
         a0, a1 = first[2 * p], first[2 * p + 1]
         b0, b1 = first[2 * p + 1], first[2 * p + 2]
         best1 = neg

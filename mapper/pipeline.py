@@ -553,12 +553,12 @@ class Pipeline:
         ins = h.end[r] - h.start[f]
         return ins[(ins > 0) & (h.start[f] <= h.start[r])]
 
-    def pair(self, h, model):
+    def pair(self, h, model, todo=None, prev=None):
+        """pair_hits of h's pairs (todo, prev: only these pairs, the others as prev)."""
         match, unit = max(self.extender.match_score, 1), self.extender.edit_cost
         return pair_hits(h.read, h.strand, h.start, h.end, h.ctg, h.score, h.shadow, h.keep,
                          len(h.batch) // 2, model.mean, model.std, model.low, model.high, match, unit,
-                         UNPAIRED_PENALTY * match,
-                         h.batch.first_index // 2, self.opt.seed)
+                         UNPAIRED_PENALTY * match, h.batch.first_index // 2, self.opt.seed, todo, prev)
 
     def rescue(self, h, model, picks):
         """Mate rescue, as bwa mem does it: from a read's hits within the unpaired penalty of its best
@@ -598,10 +598,17 @@ class Pipeline:
             aln = h.aln
             for _, more in found:
                 aln = Alignments.concat(aln, more)
+            before = first_hits(h.read, n // 2)
             h = self.select(h.batch, h.lengths, h.maxe, h.reason0, has_cand,
                             np.concatenate([h.aln_read] + [c.read for c, _ in found]),
                             np.concatenate([h.aln_strand] + [c.strand for c, _ in found]), aln, h.mapq_cap)
-            picks = self.pair(h, model)
+            # only the pairs given new alignments are paired again; the others' hits moved by the
+            # hits inserted before them
+            shift = first_hits(h.read, n // 2) - before
+            moved = tuple(np.where(pick >= 0, pick + shift[2 * np.arange(n // 2) + m], -1)
+                          for m, pick in enumerate(picks[:2]))
+            todo = np.unique(np.concatenate([c.read[a.found] for c, a in found]) // 2)
+            picks = self.pair(h, model, todo, (*moved, picks[2]))
         return h, picks
 
     def rescue_windows(self, h, model, k):
