@@ -228,11 +228,10 @@ def rescue_anchors(first, h_strand, h_start, h_end, h_ctg, h_score, keep, pick1,
     its best, the max_anchors best of them (ties: hit order), where the mate is rescuable and has no
     kept hit within unpaired_penalty of its best making a proper pair with the hit (a poorer one, say
     a repeat-array read's alignment shifted by part of its period, does not stand for the mate's
-    alignment there), and where the hit and the mate could reach the
-    pair's present score (the chosen pair's, else the mates' best apart), the mate scoring
-    best_score (per read: the most it can score) or, with found_only, its best hit's score. Hits
-    marked searched count among the max_anchors but are not returned. Returns hit indices,
-    ascending."""
+    alignment there), and where the hit and the mate could reach the pair's present score (the
+    chosen pair's, else the mates' best apart), the mate scoring best_score (per read: the most it
+    can score) or, with found_only, its best hit's score (best_score when it has none). Hits marked
+    searched count among the max_anchors but are not returned. Returns hit indices, ascending."""
     neg = np.iinfo(np.int64).min
     n_reads = first.shape[0] - 1
     out = np.empty(first[n_reads], np.int64)
@@ -261,7 +260,7 @@ def rescue_anchors(first, h_strand, h_start, h_end, h_ctg, h_score, keep, pick1,
         c = 0
         for k in range(first[r], first[r + 1]):
             s = np.int64(h_score[k])
-            reach = s + (best[m] if found_only else best_score[m])
+            reach = s + (best[m] if found_only and best[m] != neg else best_score[m])
             if keep[k] and s >= best[r] - unpaired_penalty and reach >= now:
                 order[c] = k
                 key[c] = -s

@@ -577,8 +577,8 @@ class Pipeline:
         for cap in RESCUE_ROUNDS:
             key = h.read * span + h.strand * (span // 2) + h.start
             k = rescue_anchors(first_hits(h.read, n // 2), h.strand, h.start, h.end, h.ctg, h.score, h.keep,
-                               picks[0], picks[1], h.lengths * match, cap != RESCUE_ROUNDS[0], rescuable,
-                               np.isin(key, done), model.mean, model.std, model.low, model.high, match,
+                               picks[0], picks[1], h.lengths * self.extender.match_score, cap != RESCUE_ROUNDS[0],
+                               rescuable, np.isin(key, done), model.mean, model.std, model.low, model.high, match,
                                UNPAIRED_PENALTY * match, cap)
             if k.size == 0:
                 continue
