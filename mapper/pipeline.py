@@ -505,8 +505,9 @@ class Pipeline:
             flag[mate_hit < 0] |= 8
             mate_placed = np.flatnonzero(mate_hit >= 0)
             flag[mate_placed[h.strand[mate_hit[mate_placed]] == 1]] |= 32
-            # TLEN of primary records of mates on one contig: + for the leftmost, - for the other
-            both = (rank == 0) & aligned & (mate_hit >= 0)
+            # TLEN of records whose mate's primary is on their contig: + for the leftmost, - for the
+            # other; a supplementary or secondary record against the mate's primary too (as bwa mem)
+            both = aligned & (mate_hit >= 0)
             idx = np.flatnonzero(both)
             a_start, b_start = h.start[rec_hit[idx]], h.start[mate_hit[idx]]
             a_end, b_end = h.end[rec_hit[idx]], h.end[mate_hit[idx]]

@@ -340,6 +340,16 @@ def test_secondaries_and_all_for_pairs(data, tmp_path, kw):
     assert [int(r[1]) & 192 for r in prim] == [64, 128] * 300
     sec = [r for r in recs if int(r[1]) & 256]
     assert sec and all(int(r[1]) & 1 and r[4] == "0" for r in sec)
+    # TLEN of a secondary record: against its mate's primary, as bwa mem does
+    prim_of = {(r[0], int(r[1]) & 192): r for r in prim}
+    for r in sec:
+        m = prim_of[(r[0], 192 - (int(r[1]) & 192))]
+        if int(m[1]) & 4 or m[2] != r[2]:
+            assert r[8] == "0"
+            continue
+        lo, hi = min(int(r[3]), int(m[3])) - 1, max(pysam_end(r), pysam_end(m))
+        left = int(r[3]) < int(m[3]) or (r[3] == m[3] and int(r[1]) & 64)
+        assert int(r[8]) == (hi - lo if left else lo - hi), (r, m)
     if "max_hits" in kw:
         per = {}
         for r in sec:
