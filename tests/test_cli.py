@@ -215,9 +215,9 @@ def test_bwa_scoring_pairs_and_minus_y(ref, tmp_path):
 
 def test_bwa_minus_c_appends_header_comments(ref, tmp_path):
     """-C (bwa mem's) appends each read's header comment, SAM tags, to its records (blanks between
-    tags written as tabs, spaces inside a Z value kept; pairs, FASTA and processes alike); without -C comments are ignored; a
-    comment that is not SAM tags (Casava's 1:N:0:...), or repeats a tag pymap writes (NM), is one error
-    line and no output."""
+    tags written as tabs, spaces inside a Z value kept; pairs, FASTA and processes alike); without
+    -C comments are ignored; a comment that is not SAM tags (Casava's 1:N:0:...), or repeats a tag
+    pymap writes (NM), is one error line and no output."""
     with pysam.FastaFile(str(ref)) as fa:
         seq = fa.fetch(fa.references[0])
     rc = seq[5300:5400][::-1].translate(str.maketrans("ACGT", "TGCA"))

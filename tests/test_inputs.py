@@ -351,6 +351,7 @@ def test_contig_names_sam_does_not_allow_get_a_note(tmp_path, genome):
     fine = write_fasta(tmp_path / "fine.fa", {"chrUn_KI270302v1.1": genome["chr1"]})
     assert "does not allow" not in cli_align(fine, write_fastq(tmp_path / "s.fq", reads[:2]))[1]
 
+
 def test_three_thousand_small_contigs(tmp_path):
     rng = np.random.default_rng(12)
     contigs = {f"contig_{i:04d}": rand_seq(rng, int(rng.integers(120, 400))) for i in range(3000)}
