@@ -330,17 +330,13 @@ def _record(buf, p, text, r, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, 
     if rg.shape[0] > 0:
         p = _put_bytes(buf, p, text, _RG, _RG + _TAG)
         p = _put_bytes(buf, p, rg, np.int64(0), np.int64(rg.shape[0]))
-    if comment_offsets.shape[0] > 0:       # -C: the read's comment's tags (tag_end), tab-separated
-        j = comment_offsets[read]
+    if comment_offsets.shape[0] > 0:       # -C: the read's comment's tags (next_tag), tab-separated
         end = comment_offsets[read + 1]
+        j, k = next_tag(comments, comment_offsets[read], end)
         while j < end:
-            if comments[j] == 32 or comments[j] == 9:
-                j += 1
-                continue
-            k = tag_end(comments, j, end)
             p = _put(buf, p, _TAB)
             p = _put_bytes(buf, p, comments, j, k)
-            j = k
+            j, k = next_tag(comments, k, end)
     p = _put(buf, p, _NL)
     return p, max(p, high)
 
@@ -398,7 +394,7 @@ def format_sam(rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa
     written as SA:Z (-1: none). rec_mate: the record of the mate's primary (or unmapped) record
     for paired reads (-1: single), which gives RNEXT, PNEXT, MC and MQ; rec_tlen: TLEN. comments /
     comment_offsets (per read, None: none): the tags of each read's comment appended, tab-separated
-    (bwa mem -C; tag_end splits them, first_bad_comment checks them). Returns the text as uint8.
+    (bwa mem -C; next_tag splits them, bad_tag checks them). Returns the text as uint8.
 
     Integer arguments are normalised to int64 (cigar to uint32, bytes to uint8) so that the kernel
     is compiled for one signature whatever the caller's dtypes."""
@@ -431,29 +427,40 @@ OWN_TAGS = (b"NM", b"MD", b"AS", b"XS", b"YU", b"SA", b"MC", b"MQ")
 
 
 def tag_codes(names):
-    """int64 codes of two-character tag names, for first_bad_comment's `reserved`."""
+    """int64 codes of two-character tag names, for bad_tag's `reserved`."""
     return np.array([(n[0] << 8) | n[1] for n in names], np.int64)
 
 
 @njit(cache=True, nogil=True)
 def first_bad_comment(comments, comment_offsets, reserved):
-    """The first read whose comment is not SAM tags, or -1: blank-separated TAG:TYPE:VALUE (tag_end), TAG a
-    letter then a letter or digit and not one of `reserved` (tag_codes), VALUE as the SAM
-    specification's TYPE says (A one printable character, i an integer of 32 bits, f a float, Z
-    printable, H hex digit pairs, B a subtype cCsSiIf then comma-separated numbers)."""
+    """The first read whose comment is not SAM tags (bad_tag), or -1."""
     for r in range(comment_offsets.shape[0] - 1):
-        j = comment_offsets[r]
-        end = comment_offsets[r + 1]
-        while j < end:
-            c = comments[j]
-            if c == 32 or c == 9:
-                j += 1
-                continue
-            k = tag_end(comments, j, end)
-            if not is_tag(comments, j, k, reserved):
-                return r
-            j = k
+        if bad_tag(comments, comment_offsets[r], comment_offsets[r + 1], reserved)[0] >= 0:
+            return r
     return -1
+
+
+@njit(cache=True, nogil=True)
+def bad_tag(b, j, end, reserved):
+    """(start, end) of the first tag of comment b[j:end] (next_tag) that is not a SAM tag, or (-1, -1):
+    TAG:TYPE:VALUE, TAG a letter then a letter or digit and not one of `reserved` (tag_codes),
+    VALUE as the SAM specification's TYPE says (A one printable character, i an integer of 32
+    bits, f a float, Z printable, H hex digit pairs, B a subtype cCsSiIf then comma-separated
+    numbers)."""
+    j, k = next_tag(b, j, end)
+    while j < end:
+        if not is_tag(b, j, k, reserved):
+            return j, k
+        j, k = next_tag(b, k, end)
+    return np.int64(-1), np.int64(-1)
+
+
+@njit(cache=True, nogil=True)
+def next_tag(b, j, end):
+    """(start, end) of the first tag of b[j:end] after blanks (tag_end); start == end: none left."""
+    while j < end and (b[j] == 32 or b[j] == 9):
+        j += 1
+    return j, (tag_end(b, j, end) if j < end else j)
 
 
 @njit(cache=True, nogil=True)
@@ -498,7 +505,7 @@ def _digit(c):
 
 @njit(cache=True, nogil=True)
 def is_tag(b, j, k, reserved):
-    """b[j:k] is one SAM tag (first_bad_comment's rules)."""
+    """b[j:k] is one SAM tag (bad_tag's rules)."""
     if k - j < 5 or not _letter(b[j]) or not (_letter(b[j + 1]) or _digit(b[j + 1])):
         return False
     code = (np.int64(b[j]) << 8) | np.int64(b[j + 1])

@@ -15,7 +15,7 @@ from pymap.batch import ReadBatch
 from pymap.errors import InputError
 from pymap.kernels.text import gather_ranges
 from pymap.kernels.threads import ordered_map
-from pymap.reads import RecordRuns, batch_slice, empty_batch, errors_as_items, raise_if_error
+from pymap.reads import RecordRuns, batch_slice, errors_as_items, raise_if_error
 
 IDENTITY = np.arange(256, dtype=np.uint8)
 _SLASH, _ONE, _TWO = ord("/"), ord("1"), ord("2")
@@ -112,7 +112,7 @@ def interleaved_mates(recs, done, path):
     m = len(recs)
     n = m // 2
     even = np.arange(0, 2 * n, 2, dtype=np.int64)
-    r1, r2 = _take(recs, even), _take(recs, even + 1)
+    r1, r2 = recs.subset(even), recs.subset(even + 1)
     bad, r1s, r2s = _pair_names(r1, r2)
     if bad >= 0:
         k = 2 * (done + bad)
@@ -123,22 +123,6 @@ def interleaved_mates(recs, done, path):
                          f"record {2 * (done + n) + 1:,} '{recs.name(m - 1)}', has no mate")
     r1s.first_index = r2s.first_index = done
     return r1s, r2s
-
-
-def _take(batch, index):
-    """The reads at `index` (a gather of codes, qualities and names; no per-read Python)."""
-    if index.size == 0:
-        return empty_batch()
-    lo, hi = batch.offsets[index], batch.offsets[index + 1]
-    codes, offsets = gather_ranges(batch.codes, lo, hi, IDENTITY)
-    quals = gather_ranges(batch.quals, lo, hi, IDENTITY)[0] if batch.quals.size else batch.quals
-    names, name_offsets = gather_ranges(batch.names, batch.name_offsets[index], batch.name_offsets[index + 1],
-                                        IDENTITY)
-    rc = None if batch.rc_codes is None else gather_ranges(batch.rc_codes, lo, hi, IDENTITY)[0]
-    comments, comment_offsets = (None, None) if batch.comments is None else gather_ranges(
-        batch.comments, batch.comment_offsets[index], batch.comment_offsets[index + 1], IDENTITY)
-    return ReadBatch(codes=codes, offsets=offsets, names=names, name_offsets=name_offsets, quals=quals,
-                     first_index=batch.first_index, rc_codes=rc, comments=comments, comment_offsets=comment_offsets)
 
 
 def _pair_names(r1, r2):

@@ -16,7 +16,7 @@ from pymap.kernels.cigar import cigar_spans
 from pymap.kernels.contigs import place_on_contigs
 from pymap.kernels.encoding import count_code
 from pymap.kernels.pairing import first_hits, pair_hits, rescue_anchors
-from pymap.kernels.sam import NO_XS, OWN_TAGS, REASONS, first_bad_comment, format_sam, is_tag, tag_codes
+from pymap.kernels.sam import NO_XS, OWN_TAGS, REASONS, bad_tag, first_bad_comment, format_sam, tag_codes
 from pymap.kernels.select import (MAPQ_MAX, periodic_parts, pick_supplementary, query_spans, report_order,
                                   select_hits, supplementary_mapq)
 from pymap.kernels.sorting import order_by_group
@@ -726,8 +726,8 @@ def checked_comments(batch, reserved):
         return np.empty(0, np.uint8), np.zeros(len(batch) + 1, np.int64)
     bad = first_bad_comment(batch.comments, batch.comment_offsets, reserved)
     if bad >= 0:
-        text = bytes(batch.comments[batch.comment_offsets[bad]:batch.comment_offsets[bad + 1]])
-        tag = next(t for t in text.split() if not is_tag(np.frombuffer(t, np.uint8), 0, len(t), reserved))
+        j, k = bad_tag(batch.comments, batch.comment_offsets[bad], batch.comment_offsets[bad + 1], reserved)
+        tag = bytes(batch.comments[j:k])
         own = len(tag) > 2 and tag_codes([tag[:2]])[0] in reserved
         why = "a tag pymap writes itself" if own else "not a SAM tag (TAG:TYPE:VALUE, e.g. BC:Z:ACGT)"
         raise InputError(f"read {batch.name(bad)}: -C copies its header comment into SAM, and "

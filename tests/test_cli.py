@@ -251,6 +251,8 @@ def test_bwa_minus_c_appends_header_comments(ref, tmp_path):
     assert_error(pymap("align", ref, tmp_path / "own.fq", "-C", "-o", tmp_path / "own.bam"), 1, "o1",
                  "'NM:i:7' is a tag pymap writes itself")
     assert not (tmp_path / "own.bam").exists()
+    (tmp_path / "zs.fq").write_text(f"@z1 CO:Z:two words NM:i:7\n{seq[100:200]}\n+\n{'I' * 100}\n")
+    assert_error(pymap("align", ref, tmp_path / "zs.fq", "-C"), 1, "z1", "'NM:i:7' is a tag pymap writes itself")
 
 
 def test_candidates_writes_the_seeding_pairs(ref, tmp_path):
