@@ -138,14 +138,8 @@ def _pair_range(t0, t1, todo, first, h_strand, h_start, h_end, h_ctg, h_score, h
         p = todo[t]
         a0, a1 = first[2 * p], first[2 * p + 1]
         b0, b1 = first[2 * p + 1], first[2 * p + 2]
-        best1 = neg
-        best2 = neg
-        for i in range(a0, a1):
-            if keep[i] and h_score[i] > best1:
-                best1 = np.int64(h_score[i])
-        for j in range(b0, b1):
-            if keep[j] and h_score[j] > best2:
-                best2 = np.int64(h_score[j])
+        best1 = _best_kept(a0, a1, -1, keep, h_score)
+        best2 = _best_kept(b0, b1, -1, keep, h_score)
         if best1 == neg or best2 == neg:
             continue
         best = neg
@@ -196,8 +190,8 @@ def _pair_range(t0, t1, todo, first, h_strand, h_start, h_end, h_ctg, h_score, h
                 second = best - (np.int64(h_score[k]) - h_shadow[k])
         # the mates placed apart, one of them at another hit than the pair's, compete (bwa mem's
         # subo counts every unpaired placement; the pair's own hits apart are no other placement)
-        alt1 = _best_other(a0, a1, pick1[p], keep, h_score)
-        alt2 = _best_other(b0, b1, pick2[p], keep, h_score)
+        alt1 = _best_kept(a0, a1, pick1[p], keep, h_score)
+        alt2 = _best_kept(b0, b1, pick2[p], keep, h_score)
         if alt1 != neg:
             second = max(second, alt1 + best2 - unpaired_penalty)
         if alt2 != neg:
@@ -210,8 +204,8 @@ def _pair_range(t0, t1, todo, first, h_strand, h_start, h_end, h_ctg, h_score, h
 
 
 @njit(cache=True, nogil=True)
-def _best_other(k0, k1, pick, keep, h_score):
-    """The best score of a mate's kept hits k0..k1-1 other than `pick` (int64 min: none)."""
+def _best_kept(k0, k1, pick, keep, h_score):
+    """The best score of a mate's kept hits k0..k1-1 other than `pick` (-1: all; int64 min: none)."""
     out = np.iinfo(np.int64).min
     for k in range(k0, k1):
         if k != pick and keep[k] and h_score[k] > out:
@@ -237,11 +231,9 @@ def rescue_anchors(first, h_strand, h_start, h_end, h_ctg, h_score, keep, pick1,
     out = np.empty(first[n_reads], np.int64)
     order = np.empty(out.shape[0], np.int64)
     key = np.empty(out.shape[0], np.int64)
-    best = np.full(n_reads, neg, np.int64)
+    best = np.empty(n_reads, np.int64)
     for r in range(n_reads):
-        for k in range(first[r], first[r + 1]):
-            if keep[k] and h_score[k] > best[r]:
-                best[r] = np.int64(h_score[k])
+        best[r] = _best_kept(first[r], first[r + 1], -1, keep, h_score)
     n = 0
     for r in range(n_reads):
         m = r ^ 1
