@@ -29,3 +29,25 @@ def _gather_ranges(i0, i1, buf, starts, ends, table, offsets, out):
         for j in range(src.shape[0]):
             dst[j] = table[src[j]]
 
+
+
+@njit(cache=True, nogil=True)
+def mate_names(names1, offsets1, names2, offsets2, slash, one, two):
+    """Mates' names checked pair by pair: (the first pair whose names differ or -1, strip), strip[i]
+    True where name i of read 1 ends in slash + one and that of read 2 in slash + two (both longer
+    than 2 bytes): those endings are left out of the comparison."""
+    n = offsets1.shape[0] - 1
+    strip = np.zeros(n, np.bool_)
+    for i in range(n):
+        s1, e1, s2, e2 = offsets1[i], offsets1[i + 1], offsets2[i], offsets2[i + 1]
+        if (e1 - s1 > 2 and e2 - s2 > 2 and names1[e1 - 2] == slash and names1[e1 - 1] == one
+                and names2[e2 - 2] == slash and names2[e2 - 1] == two):
+            strip[i] = True
+            e1 -= 2
+            e2 -= 2
+        if e1 - s1 != e2 - s2:
+            return i, strip
+        for k in range(e1 - s1):
+            if names1[s1 + k] != names2[s2 + k]:
+                return i, strip
+    return -1, strip

@@ -401,9 +401,10 @@ def insert_model(pipe, batches, options, side_by_side=1, hits_of=None):
     options.insert_size when given, else learned from the first MODEL_PAIRS pairs whatever the batch
     size. Only those pairs are needed before the model exists: the rest of a larger batch (on a GPU,
     100,000 pairs) goes on as a batch of its own. Up to side_by_side batches' hits are started at once
-    (they need no model), the next batches' beside the model's, and only the model's are waited for
-    here: the others go on as futures, each batch's pairing and SAM text starting when its hits are
-    ready. hits_of(k, r1, r2): the hits of the k-th batch (default: pipe.pair_hits_of)."""
+    (they need no model), the next batches' beside the model's while those are not done, and only the
+    model's are waited for here: the others go on as futures, each batch's pairing and SAM text
+    starting when its hits are ready. hits_of(k, r1, r2): the hits of the k-th batch (default:
+    pipe.pair_hits_of)."""
     import itertools
     from concurrent.futures import ThreadPoolExecutor
 
@@ -418,7 +419,10 @@ def insert_model(pipe, batches, options, side_by_side=1, hits_of=None):
     held, seen, parts = [], 0, 0
     pool = ThreadPoolExecutor(max(1, side_by_side))
     try:
-        while seen < insert.MODEL_PAIRS or len(held) < side_by_side:
+        # none read ahead once the model's hits are done: with many side by side (a GPU's 12), reading
+        # them all first held every batch's pairing back until the reader had parsed them
+        while seen < insert.MODEL_PAIRS or (len(held) < side_by_side
+                                            and not all(h.done() for _, _, h in held[:parts])):
             item = next(rest, None)
             if item is None:
                 break

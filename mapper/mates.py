@@ -2,8 +2,8 @@
 
 `read_mate_batches` builds on `pymap.reads.RecordRuns` (FASTQ or FASTA, plain or gzip, "-" for
 stdin): each file is cut into runs of batch_size records, and a run of R1 and the run of R2 beside it
-are parsed and paired on one of reads.PARSE_THREADS threads. Mate names are checked per batch with
-NumPy over the concatenated name bytes; a trailing "/1" on read 1 together with "/2" on read 2 is
+are parsed and paired on one of reads.PARSE_THREADS threads. Mate names are checked per batch by a
+kernel over the concatenated name bytes; a trailing "/1" on read 1 together with "/2" on read 2 is
 removed from both (the rest must agree), otherwise the two names must be identical. Errors are
 raised lazily, when the batch holding the offending pair is assembled: every earlier pair batch has
 been yielded by then.
@@ -13,7 +13,7 @@ import numpy as np
 from pymap import reads
 from pymap.batch import ReadBatch
 from pymap.errors import InputError
-from pymap.kernels.text import gather_ranges
+from pymap.kernels.text import gather_ranges, mate_names
 from pymap.kernels.threads import ordered_map
 from pymap.reads import RecordRuns, batch_slice, errors_as_items, raise_if_error
 
@@ -126,41 +126,17 @@ def interleaved_mates(recs, done, path):
 
 
 def _pair_names(r1, r2):
-    """(index of the first pair whose names disagree or -1, r1, r2 with "/1" "/2" removed).
-
-    Vectorised: the bytes of every pair with names of equal length are compared at once."""
-    n = len(r1)
-    if n == 0:
+    """(index of the first pair whose names disagree or -1, r1, r2 with "/1" "/2" removed)."""
+    if len(r1) == 0:
         return -1, r1, r2
-    s1, e1 = r1.name_offsets[:-1], r1.name_offsets[1:]
-    s2, e2 = r2.name_offsets[:-1], r2.name_offsets[1:]
-    strip = _ends_with(r1.names, s1, e1, _ONE) & _ends_with(r2.names, s2, e2, _TWO)
-    cut = 2 * strip.astype(np.int64)
-    e1, e2 = e1 - cut, e2 - cut
-    l1, l2 = e1 - s1, e2 - s2
-    bad = l1 != l2
-    lens = np.where(bad, 0, l1)
-    total = int(lens.sum())
-    if total:
-        pair = np.repeat(np.arange(n, dtype=np.int64), lens)
-        within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
-        differ = r1.names[s1[pair] + within] != r2.names[s2[pair] + within]
-        bad[pair[differ]] = True
-    first = np.flatnonzero(bad)
-    if first.size:
-        return int(first[0]), r1, r2
+    bad, strip = mate_names(r1.names, r1.name_offsets, r2.names, r2.name_offsets, _SLASH, _ONE, _TWO)
+    if bad >= 0:
+        return int(bad), r1, r2
     if strip.any():
-        r1, r2 = _renamed(r1, s1, e1), _renamed(r2, s2, e2)
+        cut = 2 * strip.astype(np.int64)
+        r1 = _renamed(r1, r1.name_offsets[:-1], r1.name_offsets[1:] - cut)
+        r2 = _renamed(r2, r2.name_offsets[:-1], r2.name_offsets[1:] - cut)
     return -1, r1, r2
-
-
-def _ends_with(names, starts, ends, digit):
-    """Per name: longer than 2 characters and ending in '/' digit."""
-    ok = ends - starts > 2
-    if not ok.any():
-        return ok
-    ends = np.where(ok, ends, 2)
-    return ok & (names[ends - 2] == _SLASH) & (names[ends - 1] == digit)
 
 
 def _renamed(batch, starts, ends):

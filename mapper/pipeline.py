@@ -586,21 +586,22 @@ class Pipeline:
             done = np.union1d(done, key[k])
             mate = h.read[k] ^ 1
             # a searched mate that stays unaligned is reported as such, not as unseeded
-            has_cand = h.has_cand.copy()
-            has_cand[mate] = True
+            h.has_cand = h.has_cand.copy()
+            h.has_cand[mate] = True
             searched = mate[(h.reason[mate] == REASON["no_seed_hit"])]
             unaligned = "over_max_edits" if self.extender.scoring == "edits" else "below_min_score"
             h.reason[searched] = REASON[unaligned]
             per = max(RESCUE_POSITIONS // (model.high - model.low + 1), 1)
             parts = np.split(k, read_parts(h.read[k], per))
-            found = [f for f in (self.rescue_windows(h, model, part) for part in parts) if f is not None]
+            found = [f for f in (self.rescue_windows(h, model, part) for part in parts)
+                     if f is not None and f[1].found.any()]
             if not found:
-                continue
+                continue        # nothing to select or pair again
             aln = h.aln
             for _, more in found:
                 aln = Alignments.concat(aln, more)
             before = first_hits(h.read, n // 2)
-            h = self.select(h.batch, h.lengths, h.maxe, h.reason0, has_cand,
+            h = self.select(h.batch, h.lengths, h.maxe, h.reason0, h.has_cand,
                             np.concatenate([h.aln_read] + [c.read for c, _ in found]),
                             np.concatenate([h.aln_strand] + [c.strand for c, _ in found]), aln, h.mapq_cap)
             # only the pairs given new alignments are paired again; the others' hits moved by the
