@@ -361,22 +361,45 @@ def test_pair_mapq_against_the_mates_apart():
     """A pair's MAPQ counts the mates placed apart, one at another hit than the pair's (less the
     unpaired penalty), as a runner-up, as bwa mem's subo: a pair scoring 290 whose mates each have a
     hit of 150 elsewhere is hardly better than those (283), not a sure placement."""
-    from pymap.kernels.pairing import PAIR_OFFSET, pair_hits
+    from pymap.kernels.pairing import PAIR_OFFSET, PAIR_ONE_EDIT_MAPQ, pair_hits
     # pair 0: mate 1 at 1000 (+, 150) or 50000 (+, 150); mate 2 at 1200 (-, 140) or 90000 (-, 150)
-    # pair 1: the same without the hits elsewhere
-    h_read = np.array([0, 0, 1, 1, 2, 3], np.int64)
-    h_strand = np.array([0, 0, 1, 1, 0, 1], np.int8)
-    h_start = np.array([1000, 50000, 1200, 90000, 1000, 1200], np.int64)
+    # pair 1: the same without the hits elsewhere; pair 2: as pair 0 with mate 2 at 1200 scoring 136
+    h_read = np.array([0, 0, 1, 1, 2, 3, 4, 4, 5, 5], np.int64)
+    h_strand = np.array([0, 0, 1, 1, 0, 1, 0, 0, 1, 1], np.int8)
+    h_start = np.array([1000, 50000, 1200, 90000, 1000, 1200, 1000, 50000, 1200, 90000], np.int64)
     h_end = h_start + 150
-    h_score = np.array([150, 150, 140, 150, 150, 140], np.int32)
-    shadow = np.full(6, np.iinfo(np.int64).min, np.int64)
-    keep = np.ones(6, np.bool_)
-    pick1, pick2, q = pair_hits(h_read, h_strand, h_start, h_end, np.zeros(6, np.int64), h_score, shadow, keep, 2,
-                                350.0, 50.0, 100, 600, 1, 5, 17, 0, 0)
-    assert pick1.tolist() == [0, 4] and pick2.tolist() == [2, 5]
-    # pair 0: a margin of 290 - 283 = 7 score points, 13 phred an edit (5 points) less 5; pair 1: its
-    # mates apart would sit where the pair has them, no other placement: 60
-    assert q.tolist() == [13 * 7 // 5 - PAIR_OFFSET, 60]
+    h_score = np.array([150, 150, 140, 150, 150, 140, 150, 150, 136, 150], np.int32)
+    shadow = np.full(10, np.iinfo(np.int64).min, np.int64)
+    keep = np.ones(10, np.bool_)
+    pick1, pick2, q = pair_hits(h_read, h_strand, h_start, h_end, np.zeros(10, np.int64), h_score, shadow, keep,
+                                3, 350.0, 50.0, 100, 600, 1, 5, 17, 0, 0)
+    assert pick1.tolist() == [0, 4, 6] and pick2.tolist() == [2, 5, 8]
+    # pair 0: a margin of 290 - 283 = 7 score points, more than an edit (5 points): 13 phred an edit
+    # less 5, at least PAIR_ONE_EDIT_MAPQ; pair 1: its mates apart would sit where the pair has them,
+    # no other placement: 60; pair 2: a margin of 3 points, less than an edit: the rule alone
+    assert q.tolist() == [max(13 * 7 // 5 - PAIR_OFFSET, PAIR_ONE_EDIT_MAPQ), 60, 13 * 3 // 5 - PAIR_OFFSET]
+    assert q[0] == PAIR_ONE_EDIT_MAPQ and q[2] == 2
+
+
+def test_pair_mapq_of_a_pair_ahead_by_its_insert_alone():
+    """A pair an edit ahead of another proper pair only by the likelier insert (two copies of a
+    segmental duplication, both mates aligning as well in each) keeps the rule's MAPQ (8); one an edit
+    ahead in its alignments gets at least PAIR_ONE_EDIT_MAPQ."""
+    from pymap.kernels.pairing import PAIR_OFFSET, PAIR_ONE_EDIT_MAPQ, insert_penalty, pair_hits
+    # pair 0: mate 1 at 1000 and 50000 (+), mate 2 at 1200 (-, insert 350, the mean) and 50370 (-,
+    # insert 520), all four scoring 150; pair 1: mate 2's second copy at 50200 (insert 350) scores 145
+    assert insert_penalty(520, 350.0, 50.0, 1) == 5
+    h_read = np.repeat(np.arange(4), 2)
+    h_strand = np.array([0, 0, 1, 1] * 2, np.int8)
+    h_start = np.array([1000, 50000, 1200, 50370, 1000, 50000, 1200, 50200], np.int64)
+    h_score = np.array([150, 150, 150, 150, 150, 150, 150, 145], np.int32)
+    shadow = np.full(8, np.iinfo(np.int64).min, np.int64)
+    pick1, pick2, q = pair_hits(h_read, h_strand, h_start, h_start + 150, np.zeros(8, np.int64), h_score, shadow,
+                                np.ones(8, np.bool_), 2, 350.0, 50.0, 100, 600, 1, 5, 17, 0, 0)
+    assert pick1.tolist() == [0, 4] and pick2.tolist() == [2, 6]
+    # both 300 against 295, a margin of an edit (5 points): pair 0's rival as well aligned (300, less
+    # 5 for its insert), pair 1's 5 below in its alignments
+    assert q.tolist() == [13 * 5 // 5 - PAIR_OFFSET, PAIR_ONE_EDIT_MAPQ]
 
 
 def test_rescue_anchors():
