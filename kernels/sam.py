@@ -189,23 +189,18 @@ def _put_cigar(buf, p, cigar, c0, c1):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _put_next(buf, p, mate_hit, ctg, pos, tlen, h_start, ctg_offsets, ctg_names, ctg_name_offsets):
-    """TAB RNEXT TAB PNEXT TAB TLEN TAB of a mate (pos: this record's 1-based POS, ctg its contig):
-    '=' and the record's own POS when the mate is unmapped, '=' or the mate's contig otherwise."""
+def _put_next(buf, p, next_hit, ctg, tlen, h_start, ctg_offsets, ctg_names, ctg_name_offsets):
+    """TAB RNEXT TAB PNEXT TAB TLEN TAB of a record on contig ctg whose mate's primary line is at hit
+    next_hit (an unmapped mate's: the hit it is placed at, its mate's primary): '=' or that contig."""
     p = _put(buf, p, _TAB)
-    if mate_hit < 0:
+    ms = h_start[next_hit]
+    mc = contig_of(ctg_offsets, ms)
+    if mc == ctg:
         p = _put(buf, p, _EQ)
-        p = _put(buf, p, _TAB)
-        p = _put_int(buf, p, pos)
     else:
-        ms = h_start[mate_hit]
-        mc = contig_of(ctg_offsets, ms)
-        if mc == ctg:
-            p = _put(buf, p, _EQ)
-        else:
-            p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[mc], ctg_name_offsets[mc + 1])
-        p = _put(buf, p, _TAB)
-        p = _put_int(buf, p, ms - ctg_offsets[mc] + 1)
+        p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[mc], ctg_name_offsets[mc + 1])
+    p = _put(buf, p, _TAB)
+    p = _put_int(buf, p, ms - ctg_offsets[mc] + 1)
     p = _put(buf, p, _TAB)
     p = _put_int(buf, p, tlen)
     return _put(buf, p, _TAB)
@@ -248,8 +243,7 @@ def _record(buf, p, text, r, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, 
             p = _put(buf, p, _ZERO)
             p = _put(buf, p, _TAB)
             p = _put(buf, p, _STAR)
-            p = _put_next(buf, p, mate_hit, mc, ms - ctg_offsets[mc] + 1, np.int64(0), h_start, ctg_offsets,
-                          ctg_names, ctg_name_offsets)
+            p = _put_next(buf, p, mate_hit, mc, np.int64(0), h_start, ctg_offsets, ctg_names, ctg_name_offsets)
         else:
             p = _put_bytes(buf, p, text, _UNMAPPED, _MATE)
         p = _put_seq(buf, p, src, a, n, rev, quals, has_quals)
@@ -274,8 +268,10 @@ def _record(buf, p, text, r, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, 
         c1 = cigar_offsets[r + 1]
         p = _put_cigar(buf, p, cigar, c0, c1)
         if mate >= 0:
-            p = _put_next(buf, p, mate_hit, ctg, start - ctg_offsets[ctg] + 1, rec_tlen[r], h_start,
-                          ctg_offsets, ctg_names, ctg_name_offsets)
+            # an unmapped mate is placed at this read's primary (rec_mate of the mate's record), which a
+            # secondary or supplementary record's RNEXT and PNEXT give too
+            next_hit = mate_hit if mate_hit >= 0 else rec_hit[rec_mate[mate]]
+            p = _put_next(buf, p, next_hit, ctg, rec_tlen[r], h_start, ctg_offsets, ctg_names, ctg_name_offsets)
         else:
             p = _put_bytes(buf, p, text, _MATE, _NM)
         if (flag & 256) != 0:                   # secondary: SEQ and QUAL are on the primary

@@ -456,7 +456,7 @@ class Pipeline:
 
     def write(self, h, primary, mapq, supp, supp_mapq, pairs=None):
         """SAM text of the records of every read: primary (or unmapped), supplementary, secondaries.
-        pairs: None for single reads; else (proper bool[n], model) for interleaved mates (read 2p is
+        pairs: None for single reads; else (proper: bool per pair, model) for interleaved mates (read 2p is
         mate 1 of pair p), which adds the pair flags, RNEXT/PNEXT/TLEN, MC and MQ."""
         opt = self.opt
         st = self.stats
@@ -496,12 +496,23 @@ class Pipeline:
         rec_mate = np.full(rec_read.size, -1, np.int64)
         rec_tlen = np.zeros(rec_read.size, np.int64)
         if pairs is not None:
-            proper = pairs
+            proper, model = pairs
             mate = rec_read ^ 1
             rec_mate = rec_first[mate]
             mate_hit = rec_hit[rec_mate]
             flag |= 1 | np.where(rec_read % 2 == 0, 64, 128)
-            flag[proper[rec_read // 2] & mapped[rec_read] & mapped[mate]] |= 2
+            in_proper = proper[rec_read // 2] & mapped[rec_read] & mapped[mate]
+            # a secondary or supplementary record is flagged so only where it makes a proper pair with
+            # the mate's primary, which its RNEXT, PNEXT and TLEN give (one contig, FR, the insert
+            # within the model's range)
+            other = np.flatnonzero(in_proper & (rank > 0))
+            a, b = rec_hit[other], mate_hit[other]
+            fwd = np.where(h.strand[a] == 0, a, b)
+            rev = np.where(h.strand[a] == 0, b, a)
+            insert = h.end[rev] - h.start[fwd]
+            in_proper[other] = ((h.ctg[a] == h.ctg[b]) & (h.strand[a] != h.strand[b]) & (insert >= model.low)
+                                & (insert <= model.high))
+            flag[in_proper] |= 2
             flag[mate_hit < 0] |= 8
             mate_placed = np.flatnonzero(mate_hit >= 0)
             flag[mate_placed[h.strand[mate_hit[mate_placed]] == 1]] |= 32
@@ -709,7 +720,7 @@ class Pipeline:
         self.stats.proper_pairs += int(proper.sum())
         self._timed("pair", t)
         supp, supp_mapq = self.supplementary(h, primary)
-        return self.write(h, primary, mapq, supp, supp_mapq, pairs=proper)
+        return self.write(h, primary, mapq, supp, supp_mapq, pairs=(proper, model))
 
 
 def read_parts(read, per):

@@ -178,9 +178,11 @@ def test_insert_size_model(data, tmp_path, capsys):
     assert (insert.parse("250,25,400,100").low, insert.parse("250,25,400,100").high) == (100, 400)
     short = insert.parse("250")                 # bwa mem's short form: std 10 % of the mean
     assert (short.mean, short.std, short.low, short.high) == (250, 25, 150, 350)
-    for bad in ("x", "0", "0,5", "250,25,10,100", "250,25,400,100,7"):
+    for bad in ("x", "", "0", "0,5", "250,25,10,100"):
         with pytest.raises(UsageError):
             insert.parse(bad)
+    with pytest.raises(UsageError, match="at most 4 numbers"):
+        insert.parse("250,25,400,100,7")
     # a model that excludes the real inserts: no proper pairs
     st, _ = run(ref, r1, r2, tmp_path / "o.sam", insert_size=insert.parse("2000,10"))
     assert st.proper_pairs == 0
@@ -355,6 +357,37 @@ def test_secondaries_and_all_for_pairs(data, tmp_path, kw):
         for r in sec:
             per[(r[0], int(r[1]) & 192)] = per.get((r[0], int(r[1]) & 192), 0) + 1
         assert max(per.values()) <= 2
+
+
+def test_secondaries_point_at_the_mates_placement(data, tmp_path):
+    """Secondary records of a read in a repeat copy: flagged 0x2 only where they make a proper pair
+    with the mate's primary (which their RNEXT, PNEXT and TLEN give), not at the copies 10 kb away;
+    where the mate is unmapped, RNEXT and PNEXT give its placement (the read's primary), as the
+    primary's do."""
+    ref, _, _, _, _ = data
+    c1 = open(ref).read().split(">c1\n")[1].split("\n")[0]
+    rng = np.random.default_rng(3)
+    m1 = c1[15450:15550]                    # inside the second of three identical 600 bp copies
+    reads = [("near", m1, revcomp(c1[15650:15750])), ("lone", m1, rand_seq(rng, 100))]
+    for k in (1, 2):
+        (tmp_path / f"a{k}.fq").write_text("".join(f"@{r[0]}/{k}\n{r[k]}\n+\n{'I' * 100}\n" for r in reads))
+    _, text = run(ref, tmp_path / "a1.fq", tmp_path / "a2.fq", tmp_path / "o.sam", max_hits=3,
+                  insert_size=insert.parse("300,30"))
+    recs = records(text)
+    prim = {(r[0], int(r[1]) & 192): r for r in recs if not int(r[1]) & 2304}
+    sec = [r for r in recs if int(r[1]) & 256]
+    assert {r[0] for r in sec} == {"near", "lone"} and all(int(r[1]) & 64 for r in sec)
+    near = prim[("near", 64)]
+    assert int(near[1]) & 2 and near[3] == "15451" and int(near[8]) == 300
+    for r in sec:
+        own = prim[(r[0], 64)]
+        assert not int(r[1]) & 2 and r[3] in {"5451", "15451", "25451"} - {own[3]}, r
+        if r[0] == "near":
+            assert (r[6], r[7]) == ("=", "15651") and abs(int(r[8])) > 9000
+        else:
+            mate = prim[("lone", 128)]
+            assert int(mate[1]) & 4 and (mate[2], mate[3]) == (own[2], own[3])
+            assert (r[6], r[7], r[8]) == ("=", own[3], "0"), r
 
 
 def test_pair_mapq_against_the_mates_apart():
