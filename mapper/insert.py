@@ -45,9 +45,11 @@ def parse(text):
         parts = [float(x) for x in text.split(",")]
     except ValueError:
         raise UsageError(f"-I takes mean[,std[,max[,min]]], got {text!r}") from None
+    if len(parts) > 4:
+        raise UsageError(f"-I takes mean[,std[,max[,min]]]: at most 4 numbers, got {text!r}")
     if len(parts) == 1 and parts[0] > 0:
         parts.append(parts[0] / 10)
-    if not 2 <= len(parts) <= 4 or parts[0] <= 0 or parts[1] <= 0:
+    if parts[0] <= 0 or parts[1] <= 0:
         raise UsageError(f"-I takes mean[,std[,max[,min]]] with mean and std > 0, got {text!r}")
     mean, std = parts[0], parts[1]
     high = int(parts[2]) if len(parts) > 2 else int(mean + 4 * std + 0.5)
