@@ -215,10 +215,19 @@ def make_pipeline(ref_path, options, index_path=None, paired=False):
     extender_opts = with_device("extender", options.extender, options.extender_opts, options.device)
     extender = plugins.create("extender", options.extender, **extender_opts)
     pair_extender = None
+    pair_opts = extender_opts
     if paired and "min_score" in (plugins.option_names(type(extender)) or ()):
         # mates of a proper pair are kept down to a lower score than single reads (as bwa mem does)
-        low = min(extender.min_score, PAIR_MIN_SCORE)
-        pair_extender = plugins.create("extender", options.extender, **{**extender_opts, "min_score": low})
+        pair_opts = {**extender_opts, "min_score": min(extender.min_score, PAIR_MIN_SCORE)}
+        pair_extender = plugins.create("extender", options.extender, **pair_opts)
+    host_twins = None
+    if paired and {"filter", "extend"} & set(gpu_stages(None, filt, extender)):
+        # the mate rescue's small calls run on the host: the same routines, without a GPU round trip
+        # queued behind the other batches' kernels (Pipeline.rescue_windows)
+        def on_host(kind, spec, opts):
+            return with_device(kind, spec, {k: v for k, v in opts.items() if k != "device"}, "cpu")
+        host_twins = (make_filter(options.filter, on_host("filter", options.filter, options.filter_opts)),
+                      plugins.create("extender", options.extender, **on_host("extender", options.extender, pair_opts)))
     index = open_index(seeder, reference, ref_path, index_path)
     if gpu_stages(seeder, filt, extender):
         from pymap.kernels.cuda_support import warm_up
@@ -227,7 +236,8 @@ def make_pipeline(ref_path, options, index_path=None, paired=False):
         # the index was just built: map with the reference it saved, as every later run does (the
         # same decoding kernels; a large genome's parsed FASTA is freed)
         reference = from_index(ref_path, index_file(seeder, reference, ref_path, index_path)) or reference
-    return Pipeline(reference, index, seeder, filt, extender, options, pair_extender=pair_extender)
+    return Pipeline(reference, index, seeder, filt, extender, options, pair_extender=pair_extender,
+                    host_twins=host_twins)
 
 
 #: the lowest score a mate of a proper pair is reported with (single reads: the extender's -T)

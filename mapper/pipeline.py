@@ -72,7 +72,7 @@ class RunStats:
 class Pipeline:
     """Holds the reference, the index and one instance of each stage; maps batches."""
 
-    def __init__(self, reference, index, seeder, filt, extender, options, pair_extender=None):
+    def __init__(self, reference, index, seeder, filt, extender, options, pair_extender=None, host_twins=None):
         self.ref = reference
         self.index = index
         self.seeder = seeder
@@ -81,6 +81,9 @@ class Pipeline:
         # pairs: an instance of the extender with a lower minimum score; hits below the extender's
         # own minimum are kept only as mates of a proper pair
         self.pair_extender = pair_extender
+        # (filter, pair extender) on the host where those stages run on a GPU: a mate rescue's small
+        # calls (rescue_windows)
+        self.host_twins = host_twins
         # --all: no location within e may be lost, so the filter always runs at 2e
         self.slack = SlackTable(filt, fixed=options.filter_slack, whole_e=options.report_all)
         self.opt = options
@@ -135,6 +138,8 @@ class Pipeline:
     def close(self):
         """At the run's end: the filter's resources released, the measured filter allowance saved."""
         self.filt.close()
+        if self.host_twins is not None:
+            self.host_twins[0].close()
         self.slack.save()
 
     def _timed(self, key, t0):
@@ -193,25 +198,27 @@ class Pipeline:
         self.ref.ensure(np.maximum(lo, pos - reach), np.minimum(hi, pos + L + reach))
         return CandidateBatch(batch, self.ref.codes, read, strand, pos, lo, hi, max_edits)
 
-    def filter(self, cands, estimates=False):
-        """Which candidates the filter accepts (bool mask; with estimates, also its edit estimates),
-        run at e + the measured (or --filter-slack) allowance."""
+    def filter(self, cands, estimates=False, filt=None):
+        """Which candidates the filter (or filt: its host twin) accepts (bool mask; with estimates,
+        also its edit estimates), run at e + the measured (or --filter-slack) allowance."""
+        filt = filt or self.filt
         thresholds = self.slack.thresholds(cands.lengths, cands.max_edits)
-        accept, est = self.filt.filter_candidates(cands.with_max_edits(thresholds))
+        accept, est = filt.filter_candidates(cands.with_max_edits(thresholds))
         stats = getattr(self._local, "stats", None)
-        if stats is not None and hasattr(self.filt, "last_passed"):
-            for name, n in self.filt.last_passed():
+        if stats is not None and hasattr(filt, "last_passed"):
+            for name, n in filt.last_passed():
                 stats.filter_stages[name] = stats.filter_stages.get(name, 0) + n
         accept = np.asarray(accept, np.bool_)
         if accept.shape != (len(cands),) or np.shape(est) != (len(cands),):
-            raise PluginContractError(f"filter {self.filt.name!r} returned {accept.shape} decisions for "
+            raise PluginContractError(f"filter {filt.name!r} returned {accept.shape} decisions for "
                                       f"{len(cands)} candidates")
         return (accept, np.asarray(est, np.int64)) if estimates else accept
 
-    def extend(self, cands, pairs=False):
+    def extend(self, cands, pairs=False, ext=None):
         """The extender's Alignments with CIGARs, checked against the contract; for mates (pairs)
-        the pairs' instance, which reports down to a lower score."""
-        ext = self.pair_extender if pairs and self.pair_extender is not None else self.extender
+        the pairs' instance, which reports down to a lower score (ext: another instance)."""
+        if ext is None:
+            ext = self.pair_extender if pairs and self.pair_extender is not None else self.extender
         aln = ext.extend(cands, traceback=True)
         check_alignments(ext, cands, aln, True)
         return aln
@@ -652,7 +659,8 @@ class Pipeline:
         st.rescue_candidates += len(cands)
         if len(cands) == 0:
             return None
-        accept, est = self.filter(cands, estimates=True)
+        host = self.host_twins if len(cands) <= HOST_RESCUE_POSITIONS else None
+        accept, est = self.filter(cands, estimates=True, filt=host and host[0])
         st.rescue_accepted += int(accept.sum())
         a = np.flatnonzero(accept)
         # runs of accepted neighbouring positions of one mate and strand, cut into pieces one
@@ -672,7 +680,7 @@ class Pipeline:
         st.rescue_extended += len(chosen)
         if len(chosen) == 0:
             return None
-        aln = self.extend(chosen, pairs=True)
+        aln = self.extend(chosen, pairs=True, ext=host and host[1])
         st.aligned += int(aln.found.sum())
         return chosen, aln
 
@@ -769,6 +777,11 @@ RESCUE_ROUNDS = (2, 50)
 
 #: window positions a rescue filters at once, about (memory: a candidate batch of them)
 RESCUE_POSITIONS = 2_000_000
+
+#: where the filter and extender run on a GPU, a rescue of at most this many window positions (E. coli
+#: pairs: about 8,000 a batch of 100,000 pairs) filters and extends on the host, whose routines give the
+#: same results: 2 M pairs on an H200 host in 3.72-3.74 s instead of 4.10-4.15 s (BENCHMARKS.md)
+HOST_RESCUE_POSITIONS = 100_000
 
 #: what placing two mates apart (not as a proper pair) costs, in matches (bwa mem -U 17)
 UNPAIRED_PENALTY = 17

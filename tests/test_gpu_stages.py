@@ -303,6 +303,66 @@ def test_mapping_on_gpu_equals_cpu(where, paired, seeder, lazy, report_all):
     assert res["on_gpu"] == ["seed", "filter", "extend"] and res["on_cpu"] == []
 
 
+def compare_rescue(host_positions):
+    """`--device gpu` against `--device cpu` on lambda pairs whose mate 2 carries an N every 11th base
+    (too many to seed it: only the mate rescue places it), with rescues of at most host_positions
+    window positions filtered and extended on the host twins: the same records. Returns which
+    device filtered the rescue's candidates."""
+    import shutil
+    import tempfile
+    import threading
+    from pymap import api, pipeline
+    from pymap.filters.gatekeeper import GateKeeperGPUFilter
+    from pymap.options import AlignOptions
+    pipeline.HOST_RESCUE_POSITIONS = host_positions
+    tmp = Path(tempfile.mkdtemp())
+    shutil.copy(TESTS.parent / "examples" / "lambda.fa", tmp / "lambda.fa")
+    ref = "".join(open(tmp / "lambda.fa").read().split("\n")[1:])
+    comp = str.maketrans("ACGT", "TGCA")
+    r1, r2 = [], []
+    for i, s in enumerate(range(500, 45000, 750)):
+        m2 = list(ref[s + 200:s + 300].translate(comp)[::-1])
+        m2[5::11] = "N" * len(m2[5::11])
+        r1.append(f"@p{i}/1\n{ref[s:s + 100]}\n+\n{'I' * 100}\n")
+        r2.append(f"@p{i}/2\n{''.join(m2)}\n+\n{'I' * 100}\n")
+    (tmp / "r1.fq").write_text("".join(r1))
+    (tmp / "r2.fq").write_text("".join(r2))
+    calls, real, windows, in_rescue = [], GateKeeperGPUFilter.filter_candidates, pipeline.Pipeline.rescue_windows, \
+        threading.local()
+
+    def counted(self, cands):
+        calls.append((self.device, getattr(in_rescue, "on", False)))
+        return real(self, cands)
+
+    def rescue_windows(self, *args):
+        in_rescue.on = True
+        try:
+            return windows(self, *args)
+        finally:
+            in_rescue.on = False
+    GateKeeperGPUFilter.filter_candidates = counted
+    pipeline.Pipeline.rescue_windows = rescue_windows
+    sams, stats = {}, {}
+    for device in ("cpu", "gpu"):
+        calls.clear()
+        out = tmp / f"{device}.sam"
+        stats[device] = api.align(str(tmp / "lambda.fa"), str(tmp / "r1.fq"), str(out), mates_path=str(tmp / "r2.fq"),
+                                  options=AlignOptions(device=device, threads=2, batch_size=40, batches=2,
+                                                       progress=False, insert_size=None), summary=False)
+        sams[device] = [x for x in out.read_text().splitlines() if not x.startswith("@PG")]
+    rescue_on = sorted({d for d, rescue in calls if rescue})
+    return {"same": sams["cpu"] == sams["gpu"], "windows": stats["gpu"].rescue_windows,
+            "proper": stats["gpu"].proper_pairs, "rescue_on": rescue_on}
+
+
+@pytest.mark.parametrize("where", ["simulator", "gpu"])
+def test_small_rescues_on_the_host_twins(where):
+    for host_positions, on in ((100_000, ["cpu"]), (0, ["gpu"])):
+        res = run_check("compare_rescue", where, host_positions)
+        assert res["same"] and res["windows"] > 0 and res["proper"] >= 50, res
+        assert res["rescue_on"] == on, res
+
+
 def batch_reads_copied():
     """Device copies that a GPU mapping of one batch makes of arrays as long as its bases: its codes
     and its reverse complements, each once for seeder, filter and extender (cuda_support.resident)."""
