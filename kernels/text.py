@@ -30,7 +30,6 @@ def _gather_ranges(i0, i1, buf, starts, ends, table, offsets, out):
             dst[j] = table[src[j]]
 
 
-
 @njit(cache=True, nogil=True)
 def mate_names(names1, offsets1, names2, offsets2, slash, one, two):
     """Mates' names checked pair by pair: (the first pair whose names differ or -1, strip), strip[i]

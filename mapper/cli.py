@@ -77,8 +77,9 @@ def _add_stage_args(p, mapping=True):
         g.add_argument("-E", dest="gap_ext", type=_gap_penalty, metavar="INT[,INT]",
                        help="gap extension penalty; a gap of k costs O + k*E [1]; a pair as for -O")
         g.add_argument("-L", dest="clip", metavar="INT[,INT]", help="clipping penalty of each read end [5,5]")
-        g.add_argument("-T", dest="min_score", type=int, metavar="INT", help="minimum score of an alignment [30]; mates placed in a proper pair "
-                                "are kept down to the lower of this and 20 (bwa mem's pairing ignores -T)")
+        g.add_argument("-T", dest="min_score", type=int, metavar="INT",
+                       help="minimum score of an alignment [30]; mates placed in a proper pair are kept "
+                            "down to the lower of this and 20 (bwa mem's pairing ignores -T)")
         p.add_argument("--filter-slack", type=int, metavar="K",
                        help="run the filter at e + K, allowing for the indels of a semi-global alignment "
                             "(default: measured per filter, read length and e, the least K that keeps a "

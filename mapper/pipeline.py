@@ -201,7 +201,7 @@ class Pipeline:
     def filter(self, cands, estimates=False, filt=None):
         """Which candidates the filter (or filt: its host twin) accepts (bool mask; with estimates,
         also its edit estimates), run at e + the measured (or --filter-slack) allowance."""
-        filt = filt or self.filt
+        filt = self.filt if filt is None else filt
         thresholds = self.slack.thresholds(cands.lengths, cands.max_edits)
         accept, est = filt.filter_candidates(cands.with_max_edits(thresholds))
         stats = getattr(self._local, "stats", None)
