@@ -24,7 +24,29 @@ def insert_penalty(insert, mean, std, match):
 def _insert(i, j, h_strand, h_start, h_end, h_ctg, keep, low, high):
     """Insert size of kept hits i and j as a proper pair (FR, one contig, insert within [low, high]);
     -1 when they are not one."""
-    if not keep[i] or not keep[j] or h_ctg[i] != h_ctg[j] or h_strand[i] == h_strand[j]:
+    if not keep[i] or not keep[j]:
+        return -1
+    return _fr_insert(i, j, h_strand, h_start, h_end, h_ctg, low, high)
+
+
+def proper_pairs(a, b, h_strand, h_start, h_end, h_ctg, low, high):
+    """Per entry: hits a[i] and b[i] make a proper pair (_fr_insert's rule), bool."""
+    out = np.empty(a.shape[0], np.bool_)
+    _proper_pairs(np.asarray(a, np.int64), np.asarray(b, np.int64), h_strand, h_start, h_end, h_ctg, low, high, out)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _proper_pairs(a, b, h_strand, h_start, h_end, h_ctg, low, high, out):
+    for i in range(a.shape[0]):
+        out[i] = _fr_insert(a[i], b[i], h_strand, h_start, h_end, h_ctg, low, high) >= 0
+
+
+@njit(cache=True, nogil=True)
+def _fr_insert(i, j, h_strand, h_start, h_end, h_ctg, low, high):
+    """Insert size of hits i and j as a proper pair (FR, one contig, insert within [low, high]); -1
+    when they are not one."""
+    if h_ctg[i] != h_ctg[j] or h_strand[i] == h_strand[j]:
         return -1
     f, r = (i, j) if h_strand[i] == 0 else (j, i)
     ins = h_end[r] - h_start[f]
@@ -78,8 +100,8 @@ def _max_span(b0, b1, h_start, h_end):
     return out
 
 
-#: a pair's MAPQ is 13 phred per edit of margin to its runner-up less this (a read's: less 7,
-#: kernels/select.py). Measured (BENCHMARKS.md, issue 13): pairs 2 edits ahead were placed wrongly
+#: a pair's MAPQ is 13 phred per edit of margin to its runner-up less this (a read's: less
+#: kernels/select.READ_OFFSET). Measured (BENCHMARKS.md, issue 13): pairs 2 edits ahead were placed wrongly
 #: 1.0 % of the time on a 12 Mbp genome of repeat families and 0.015 % on a 201 Mbp human-like one
 #: (phred 20 and 38); at 7 they had MAPQ 19
 PAIR_OFFSET = 5

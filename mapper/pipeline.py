@@ -15,7 +15,7 @@ from pymap.kernels import contracts
 from pymap.kernels.cigar import cigar_spans
 from pymap.kernels.contigs import place_on_contigs
 from pymap.kernels.encoding import count_code
-from pymap.kernels.pairing import first_hits, pair_hits, rescue_anchors
+from pymap.kernels.pairing import first_hits, pair_hits, proper_pairs, rescue_anchors
 from pymap.kernels.sam import NO_XS, OWN_TAGS, REASONS, bad_tag, first_bad_comment, format_sam, tag_codes
 from pymap.kernels.select import (MAPQ_MAX, periodic_parts, pick_supplementary, query_spans, report_order,
                                   select_hits, supplementary_mapq)
@@ -513,12 +513,8 @@ class Pipeline:
             # the mate's primary, which its RNEXT, PNEXT and TLEN give (one contig, FR, the insert
             # within the model's range)
             other = np.flatnonzero(in_proper & (rank > 0))
-            a, b = rec_hit[other], mate_hit[other]
-            fwd = np.where(h.strand[a] == 0, a, b)
-            rev = np.where(h.strand[a] == 0, b, a)
-            insert = h.end[rev] - h.start[fwd]
-            in_proper[other] = ((h.ctg[a] == h.ctg[b]) & (h.strand[a] != h.strand[b]) & (insert >= model.low)
-                                & (insert <= model.high))
+            in_proper[other] = proper_pairs(rec_hit[other], mate_hit[other], h.strand, h.start, h.end, h.ctg,
+                                            model.low, model.high)
             flag[in_proper] |= 2
             flag[mate_hit < 0] |= 8
             mate_placed = np.flatnonzero(mate_hit >= 0)
