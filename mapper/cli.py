@@ -7,9 +7,15 @@ import shlex
 import signal
 import sys
 
-from pymap import __version__, insert, jitcache, outfile, plugins
-from pymap.errors import PymapError, UsageError
-from pymap.options import DEFAULT_MAX_EDITS, AlignOptions
+# pymap calls no BLAS. Left to its default, NumPy's OpenBLAS starts a thread per core when NumPy is
+# imported, and they spin before they sleep: 2.0 of the 2.3 CPU seconds of `import numpy` on a
+# 16-core host, taken from this process's start and from its Dask or --processes workers, which
+# inherit the setting (BENCHMARKS.md, "First run and warm run"). Set before NumPy loads.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from pymap import __version__, insert, jitcache, outfile, plugins  # noqa: E402
+from pymap.errors import PymapError, UsageError  # noqa: E402
+from pymap.options import DEFAULT_MAX_EDITS, AlignOptions  # noqa: E402
 
 
 #: where an index is kept by default (pymap.api.index_file)

@@ -46,6 +46,20 @@ def test_version_and_help():
         assert res.returncode == 0 and b"usage" in res.stdout
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="counts threads in /proc")
+def test_the_command_starts_no_blas_threads():
+    """The command loads NumPy's BLAS with one thread (an idle OpenBLAS pool spins at every start),
+    and leaves a user's own setting alone."""
+    probe = ("import os, pymap.cli, numpy; print(os.environ['OPENBLAS_NUM_THREADS'], "
+             "[ln.split()[1] for ln in open('/proc/self/status') if ln.startswith('Threads:')][0])")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, check=True)
+    assert out.stdout.split() == [b"1", b"1"]
+    out = subprocess.run([sys.executable, "-c", probe], env={**env, "OPENBLAS_NUM_THREADS": "2"},
+                         capture_output=True, check=True)
+    assert out.stdout.split()[0] == b"2"
+
+
 @pytest.mark.parametrize("args,words", [
     (["-e", "-1"], ["max-edits", ">= 0"]),
     (["-e", "abc"], ["max-edits"]),
