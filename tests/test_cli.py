@@ -48,16 +48,18 @@ def test_version_and_help():
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="counts threads in /proc")
 def test_the_command_starts_no_blas_threads():
-    """The command loads NumPy's BLAS with one thread (an idle OpenBLAS pool spins at every start),
-    and leaves a user's own setting alone."""
-    probe = ("import os, pymap.cli, numpy; print(os.environ['OPENBLAS_NUM_THREADS'], "
-             "[ln.split()[1] for ln in open('/proc/self/status') if ln.startswith('Threads:')][0])")
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, check=True)
-    assert out.stdout.split() == [b"1", b"1"]
-    out = subprocess.run([sys.executable, "-c", probe], env={**env, "OPENBLAS_NUM_THREADS": "2"},
-                         capture_output=True, check=True)
-    assert out.stdout.split()[0] == b"2"
+    """The command loads NumPy's BLAS with one thread (an idle OpenBLAS pool spins at every start):
+    importing it, then NumPy, leaves as many threads as NumPy alone with OPENBLAS_NUM_THREADS=1; a
+    user's own setting is left alone."""
+    def probe(code, **env):
+        base = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+        code += ("; print(os.environ.get('OPENBLAS_NUM_THREADS'), "
+                 "[ln.split()[1] for ln in open('/proc/self/status') if ln.startswith('Threads:')][0])")
+        out = subprocess.run([sys.executable, "-c", code], env={**base, **env}, capture_output=True, check=True)
+        return out.stdout.split()
+    one_thread = probe("import os, numpy", OPENBLAS_NUM_THREADS="1")
+    assert probe("import os, pymap.cli, numpy") == one_thread
+    assert probe("import os, pymap.cli, numpy", OPENBLAS_NUM_THREADS="2")[0] == b"2"
 
 
 @pytest.mark.parametrize("args,words", [
