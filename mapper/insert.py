@@ -2,9 +2,10 @@
 
 Learned deterministically: from the first MODEL_PAIRS pairs of the input whatever the batch size,
 thread count or number of workers, using the pairs whose two mates have a unique, confident hit on
-one contig in FR orientation; outliers beyond the quartiles +- 3 interquartile ranges are dropped
-(bwa mem's rule, with its thread-dependent sample replaced by a fixed one), then mean and standard
-deviation; pairs are accepted up to mean +- 4 standard deviations.
+one contig in FR orientation. bwa mem's rule, with its thread-dependent sample replaced by a fixed
+one: mean and standard deviation of the inserts within the quartiles +- OUTLIER_IQRS interquartile
+ranges; pairs are proper within the quartiles +- PROPER_IQRS interquartile ranges, widened to at
+least mean +- PROPER_STDS standard deviations (a normal sample: about mean +- 4.7 std).
 """
 from dataclasses import dataclass
 
@@ -14,6 +15,9 @@ from pymap.errors import UsageError
 
 MODEL_PAIRS = 10000
 MIN_SAMPLE = 20          # fewer usable pairs: the model falls back to DEFAULT
+OUTLIER_IQRS = 2.0       # bwa mem's OUTLIER_BOUND
+PROPER_IQRS = 3.0        # bwa mem's MAPPING_BOUND
+PROPER_STDS = 4.0        # bwa mem's MAX_STDDEV
 
 
 @dataclass
@@ -60,13 +64,17 @@ def parse(text):
 
 
 def learn(inserts):
-    """A model from observed insert sizes of confident FR pairs (DEFAULT when too few)."""
-    x = np.sort(np.asarray(inserts, np.float64))
-    if x.size < MIN_SAMPLE:
+    """A model from observed insert sizes of confident FR pairs (DEFAULT when too few); quartiles
+    taken at the sorted sample's rounded ranks, as bwa mem takes them."""
+    x = np.sort(np.asarray(inserts, np.int64))
+    n = x.size
+    if n < MIN_SAMPLE:
         return DEFAULT
-    q1, q3 = np.percentile(x, [25, 75])
+    q1, q3 = (int(x[int(f * n + 0.499)]) for f in (0.25, 0.75))
     iqr = q3 - q1
-    x = x[(x >= q1 - 3 * iqr) & (x <= q3 + 3 * iqr)]
-    mean = float(x.mean())
-    std = max(float(x.std()), 1.0)
-    return InsertModel(mean, std, max(1, int(mean - 4 * std + 0.5)), int(mean + 4 * std + 0.5), int(x.size))
+    kept = x[(x >= max(1, int(q1 - OUTLIER_IQRS * iqr + 0.499))) & (x <= int(q3 + OUTLIER_IQRS * iqr + 0.499))]
+    mean = float(kept.mean())
+    std = max(float(kept.std()), 1.0)
+    low = min(int(q1 - PROPER_IQRS * iqr + 0.499), int(mean - PROPER_STDS * std + 0.499))
+    high = max(int(q3 + PROPER_IQRS * iqr + 0.499), int(mean + PROPER_STDS * std + 0.499))
+    return InsertModel(mean, std, max(1, low), high, int(kept.size))

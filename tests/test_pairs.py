@@ -171,6 +171,14 @@ def test_insert_size_model(data, tmp_path, capsys):
     m = insert.learn(np.random.default_rng(1).normal(300, 30, 5000).astype(int))
     assert abs(m.mean - 300) < 3 and abs(m.std - 30) < 3 and m.low < 200 and m.high > 400
     assert insert.learn([300] * 5) == insert.DEFAULT
+    # bwa mem's rule: quartiles at rounded ranks (126, 179 here), mean and std within 2 interquartile
+    # ranges of them (the five 1000s are left out), proper within 3 of them (1..338) or 4 std of the
+    # mean (34..265), whichever is wider
+    flat = insert.learn(list(range(100, 200)) + [1000] * 5)
+    assert (flat.mean, flat.pairs, flat.low, flat.high) == (149.5, 100, 1, 338)
+    assert abs(flat.std - 28.866) < 0.001
+    narrow = insert.learn([300] * 40 + [301] * 20)           # std at least 1: 4 std is the wider here
+    assert (narrow.std, narrow.low, narrow.high) == (1.0, 296, 304)
     assert insert.learn([300] * 5).describe().endswith("(default: fewer than 20 confident pairs to learn from)")
     assert insert.parse("500,150").describe().endswith("(given)") and "learned from" in m.describe()
     g = insert.parse("250,25")
