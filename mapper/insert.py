@@ -56,8 +56,8 @@ def parse(text):
     if parts[0] <= 0 or parts[1] <= 0:
         raise UsageError(f"-I takes mean[,std[,max[,min]]] with mean and std > 0, got {text!r}")
     mean, std = parts[0], parts[1]
-    high = int(parts[2]) if len(parts) > 2 else int(mean + 4 * std + 0.5)
-    low = int(parts[3]) if len(parts) > 3 else max(1, int(mean - 4 * std + 0.5))
+    high = int(parts[2]) if len(parts) > 2 else int(mean + PROPER_STDS * std + 0.5)
+    low = int(parts[3]) if len(parts) > 3 else max(1, int(mean - PROPER_STDS * std + 0.5))
     if low > high:
         raise UsageError(f"-I: the minimum insert {low} is above the maximum {high}")
     return InsertModel(mean, std, low, high)
@@ -70,11 +70,16 @@ def learn(inserts):
     n = x.size
     if n < MIN_SAMPLE:
         return DEFAULT
-    q1, q3 = (int(x[int(f * n + 0.499)]) for f in (0.25, 0.75))
+    q1, q3 = (int(x[_bwa_int(f * n)]) for f in (0.25, 0.75))
     iqr = q3 - q1
-    kept = x[(x >= max(1, int(q1 - OUTLIER_IQRS * iqr + 0.499))) & (x <= int(q3 + OUTLIER_IQRS * iqr + 0.499))]
+    kept = x[(x >= max(1, _bwa_int(q1 - OUTLIER_IQRS * iqr))) & (x <= _bwa_int(q3 + OUTLIER_IQRS * iqr))]
     mean = float(kept.mean())
     std = max(float(kept.std()), 1.0)
-    low = min(int(q1 - PROPER_IQRS * iqr + 0.499), int(mean - PROPER_STDS * std + 0.499))
-    high = max(int(q3 + PROPER_IQRS * iqr + 0.499), int(mean + PROPER_STDS * std + 0.499))
+    low = min(_bwa_int(q1 - PROPER_IQRS * iqr), _bwa_int(mean - PROPER_STDS * std))
+    high = max(_bwa_int(q3 + PROPER_IQRS * iqr), _bwa_int(mean + PROPER_STDS * std))
     return InsertModel(mean, std, max(1, low), high, int(kept.size))
+
+
+def _bwa_int(v):
+    """bwa mem's (int)(v + .499): rounded, truncated toward zero."""
+    return int(v + 0.499)
