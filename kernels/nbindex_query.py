@@ -14,6 +14,7 @@ from numba import njit
 from pymap.kernels.diagonal_clusters import HIT_BIAS, HIT_SHIFT, cluster_hits
 from pymap.kernels.nbindex_build import pack_nb
 from pymap.kernels.phf import edge_vertices, g_get
+from pymap.kernels.segments import concat_ranges, repeat_index
 from pymap.kernels.threads import range_bounds, run_ranges
 
 LOOKUPS = ("phf", "bsearch", "list")
@@ -446,21 +447,15 @@ def read_steps(offsets, max_edits, width, step, lossless):
 
 
 def compact(out_pos, out_cnt, max_cands, first_read):
-    """Flatten per read/strand buffers into sorted (read int32, strand int8, pos int64) arrays (NumPy:
-    no kernel to compile)."""
-    counts = np.asarray(out_cnt, np.int64)
-    first = np.cumsum(counts) - counts                                      # each slot's first output
-    slot = np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts)   # 2 read + strand of each
-    rank = np.arange(slot.shape[0], dtype=np.int64) - first[slot]
-    return _flat(slot, out_pos[slot * max_cands + rank], first_read)
+    """Flatten per read/strand buffers (max_cands slots each) into sorted (read int32, strand int8,
+    pos int64) arrays."""
+    counts = np.ascontiguousarray(out_cnt, np.int64)
+    taken = concat_ranges(np.arange(counts.shape[0], dtype=np.int64) * max_cands, counts)
+    return from_counts(counts, out_pos[taken], first_read)
 
 
 def from_counts(counts, positions, first_read):
     """(read int32, strand int8, pos int64) from the candidate count of each read/strand slot (2 read
     + strand) and their positions, slot after slot."""
-    counts = np.asarray(counts, np.int64)
-    return _flat(np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts), positions, first_read)
-
-
-def _flat(slot, positions, first_read):
+    slot = repeat_index(np.ascontiguousarray(counts, np.int64))
     return (first_read + slot // 2).astype(np.int32), (slot % 2).astype(np.int8), positions

@@ -6,6 +6,7 @@ fast on the short arrays the kernels sort.
 import numpy as np
 from numba import njit
 
+from pymap.kernels.segments import group_order
 from pymap.kernels.threads import range_bounds, run_ranges
 
 RUN = 32        # runs sorted by insertion before merging
@@ -113,15 +114,6 @@ def sort_pairs_buf(keys, vals, n, tk, tv):
 
 
 @njit(cache=True, nogil=True)
-def _scatter_by_group(group, starts, order):
-    """order[...] = indices 0..n-1 placed stably by group (starts: each group's first slot, advanced)."""
-    for i in range(group.shape[0]):
-        g = group[i]
-        order[starts[g]] = i
-        starts[g] += 1
-
-
-@njit(cache=True, nogil=True)
 def _sort_segments(s0, s1, bounds, order, k1, k2):
     """Stable insertion sort of order[bounds[s]:bounds[s + 1]] by (k1, k2) for segments s0..s1-1."""
     for s in range(s0, s1):
@@ -143,13 +135,9 @@ def order_by_group(group, n_groups, k1, k2=None):
     sort by group, then each group's items sorted on threads. Linear where lexsort is n log n."""
     group = np.ascontiguousarray(group, np.int64)
     n = group.shape[0]
-    if n and (group.min() < 0 or group.max() >= n_groups):
+    bounds, order, ok = group_order(group, n_groups)
+    if not ok:
         raise ValueError(f"group values must lie in [0, {n_groups})")
-    counts = np.bincount(group, minlength=n_groups)
-    bounds = np.zeros(n_groups + 1, np.int64)
-    np.cumsum(counts, out=bounds[1:])
-    order = np.empty(n, np.int64)
-    _scatter_by_group(group, bounds[:-1].copy(), order)
     k1 = np.ascontiguousarray(k1, np.int64)
     k2 = np.zeros(n, np.int64) if k2 is None else np.ascontiguousarray(k2, np.int64)
     run_ranges(_sort_segments, range_bounds(n_groups, 1024), bounds, order, k1, k2)

@@ -19,6 +19,7 @@ from pymap.kernels.pairing import first_hits, pair_hits, proper_pairs, rescue_an
 from pymap.kernels.sam import NO_XS, OWN_TAGS, REASONS, bad_tag, first_bad_comment, format_sam, tag_codes
 from pymap.kernels.select import (MAPQ_MAX, periodic_parts, pick_supplementary, query_spans, report_order,
                                   select_hits, supplementary_mapq)
+from pymap.kernels.segments import concat_ranges, group_ranks, repeat_index, scatter_max
 from pymap.kernels.sorting import order_by_group
 from pymap.slack import SlackTable
 
@@ -416,11 +417,7 @@ class Pipeline:
         est = np.where(estimate[idx] >= 0, estimate[idx], np.iinfo(np.int32).max)
         read = cands.read[idx]
         order = order_by_group(read, len(cands.reads), est, idx)
-        lead = np.ones(order.size, np.bool_)
-        lead[1:] = read[order[1:]] != read[order[:-1]]
-        starts = np.flatnonzero(lead)
-        rank = np.empty(order.size, np.int64)
-        rank[order] = np.arange(order.size) - np.repeat(starts, np.diff(np.append(starts, order.size)))
+        rank = group_ranks(read, order)
         length = cands.reads.lengths.astype(np.int64)
         no_bar = np.iinfo(np.int64).min // 2
         bar = np.full(len(cands.reads), no_bar, np.int64)
@@ -444,7 +441,7 @@ class Pipeline:
             r = sub.read[ok]
             qbeg, qend = query_spans(aln.cigar, aln.cigar_offsets, ok, sub.strand[ok], length[r])
             strong = (qend - qbeg == length[r]) & (aln.score[ok] >= floor[r] + 4 * unit)
-            np.maximum.at(bar, r[strong], aln.score[ok[strong]].astype(np.int64) - margin)
+            scatter_max(bar, r[strong], aln.score[ok[strong]].astype(np.int64) - margin)
         rest = np.flatnonzero(~done)
         if rest.size:
             extend(rest, bar)
@@ -475,7 +472,7 @@ class Pipeline:
         mapped = primary >= 0
         n_rep = np.diff(rep_offsets)
         per_read = np.maximum(n_rep, 1)
-        rec_read = np.repeat(np.arange(n, dtype=np.int64), per_read)
+        rec_read = repeat_index(per_read)
         rec_first = np.zeros(n + 1, np.int64)
         np.cumsum(per_read, out=rec_first[1:])
         rank = np.arange(rec_read.size) - rec_first[rec_read]
@@ -862,8 +859,7 @@ def gather_cigars(aln, which):
     np.cumsum(counts, out=out_offs[1:])
     first = np.zeros(which.size, np.int64)
     first[has] = offs[which[has]]
-    src = np.repeat(first - out_offs[:-1], counts) + np.arange(out_offs[-1])
-    return aln.cigar[src], out_offs
+    return aln.cigar[concat_ranges(first, counts)], out_offs
 
 
 def check_candidates(seeder, cands, n_reads, ref_len):

@@ -167,12 +167,10 @@ def checked_filter_pairs(filt, reads, refs, max_edits):
 
 def group_by_length_and_edits(cands):
     """[(candidate indices, read length, threshold)] for each (L, E) in a CandidateBatch."""
-    keys = cands.lengths.astype(np.int64) * 65536 + cands.max_edits
-    uniq, inverse = np.unique(keys, return_inverse=True)
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[order], np.arange(uniq.size + 1))
-    return [(order[bounds[k]:bounds[k + 1]], int(key // 65536), int(key % 65536))
-            for k, key in enumerate(uniq.tolist())]
+    from pymap.kernels import segments     # Numba's kernels: not loaded when the CLI starts
+    length, e, index = segments.distinct_pairs(cands.lengths, cands.max_edits)
+    bounds, order, _ = segments.group_order(index, length.size)
+    return [(order[bounds[k]:bounds[k + 1]], n, x) for k, (n, x) in enumerate(zip(length.tolist(), e.tolist()))]
 
 
 class Extender:

@@ -27,7 +27,7 @@ import threading
 import numpy as np
 
 from pymap import plugins
-from pymap.kernels import worst_cases
+from pymap.kernels import segments, worst_cases
 
 
 def filter_identity(filt):
@@ -144,11 +144,9 @@ class SlackTable:
 
     def thresholds(self, lengths, max_edits):
         """e + slack for every candidate (int32), from its read length and e."""
-        keys = lengths.astype(np.int64) * 65536 + max_edits
-        uniq, inverse = np.unique(keys, return_inverse=True)
-        per_key = np.array([int(k % 65536) + self.slack(int(k // 65536), int(k % 65536)) for k in uniq.tolist()],
-                           np.int32)
-        return per_key[inverse].astype(np.int32) if uniq.size else np.zeros(0, np.int32)
+        length, e, index = segments.distinct_pairs(lengths, max_edits)
+        per_pair = np.array([x + self.slack(n, x) for n, x in zip(length.tolist(), e.tolist())], np.int32)
+        return per_pair[index]
 
     def notes(self):
         if not self.lossy:

@@ -1,0 +1,130 @@
+"""Index arithmetic over segments (a read's candidates, a record's CIGAR ops) as nogil kernels.
+
+NumPy's np.repeat, ufunc.at and np.unique hold Python's lock for their whole run; a batch's glue
+called them on arrays of a million items, and with batches mapped side by side on threads, every
+other batch waited for the lock meanwhile. These loops release it.
+"""
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def repeat_index(counts):
+    """np.repeat(np.arange(counts.size), counts): each i, counts[i] times."""
+    total = 0
+    for c in counts:
+        total += c
+    out = np.empty(total, np.int64)
+    k = 0
+    for i in range(counts.shape[0]):
+        for _ in range(counts[i]):
+            out[k] = i
+            k += 1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def concat_ranges(first, counts):
+    """first[i], first[i] + 1, ..., first[i] + counts[i] - 1 for each i, back to back."""
+    total = 0
+    for c in counts:
+        total += c
+    out = np.empty(total, np.int64)
+    k = 0
+    for i in range(counts.shape[0]):
+        for j in range(counts[i]):
+            out[k] = first[i] + j
+            k += 1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def group_ranks(group, order):
+    """rank[order[i]]: how many items before order[i] in `order` share its group (order lists each
+    group's items together, as order_by_group gives)."""
+    n = order.shape[0]
+    rank = np.empty(n, np.int64)
+    start = 0
+    for i in range(n):
+        if i > 0 and group[order[i]] != group[order[i - 1]]:
+            start = i
+        rank[order[i]] = i - start
+    return rank
+
+
+@njit(cache=True, nogil=True)
+def scatter_max(out, idx, values):
+    """np.maximum.at(out, idx, values)."""
+    for k in range(idx.shape[0]):
+        if values[k] > out[idx[k]]:
+            out[idx[k]] = values[k]
+
+
+@njit(cache=True, nogil=True)
+def group_order(group, n_groups):
+    """(bounds, order, ok): the indices 0..n-1 placed stably by group (a counting sort), group g's at
+    order[bounds[g]:bounds[g + 1]]; ok False (order empty) for a group outside [0, n_groups)."""
+    bounds = np.zeros(n_groups + 1, np.int64)
+    for g in group:
+        if g < 0 or g >= n_groups:
+            return bounds, np.empty(0, np.int64), False
+        bounds[g + 1] += 1
+    for g in range(n_groups):
+        bounds[g + 1] += bounds[g]
+    starts = bounds[:-1].copy()
+    order = np.empty(group.shape[0], np.int64)
+    for i in range(group.shape[0]):
+        g = group[i]
+        order[starts[g]] = i
+        starts[g] += 1
+    return bounds, order, True
+
+
+#: the most cells of distinct_pairs' dense table (4 MB); arrays spanning more go through np.unique
+PAIR_TABLE_LIMIT = 1 << 22
+
+
+def distinct_pairs(a, b):
+    """(first, second, index): the distinct pairs (a[k], b[k]) of two integer arrays in increasing
+    order, and each item's pair. Through a dense table over the arrays' ranges (a batch's read
+    lengths and edit thresholds span few values), else np.unique."""
+    a = np.ascontiguousarray(a, np.int64)
+    b = np.ascontiguousarray(b, np.int64)
+    a0, b0, width, present = _pair_table(a, b, PAIR_TABLE_LIMIT)
+    if present.size:
+        cells = np.flatnonzero(present)
+        ids = np.zeros(present.size, np.int64)
+        ids[cells] = np.arange(cells.size)
+        return a0 + cells // width, b0 + cells % width, _look_up_pairs(a, b, a0, b0, width, ids)
+    pairs, index = np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True)
+    return pairs[:, 0].copy(), pairs[:, 1].copy(), index.reshape(-1).astype(np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _pair_table(a, b, size_limit):
+    """(a0, b0, width, present): present[(a[k] - a0) * width + b[k] - b0] True for each pair that
+    occurs, over the arrays' ranges; `present` empty when that takes over size_limit cells."""
+    a0 = a1 = b0 = b1 = np.int64(0)
+    if a.shape[0]:
+        a0 = a1 = a[0]
+        b0 = b1 = b[0]
+    for k in range(a.shape[0]):
+        a0 = min(a0, a[k])
+        a1 = max(a1, a[k])
+        b0 = min(b0, b[k])
+        b1 = max(b1, b[k])
+    width = b1 - b0 + 1
+    if (a1 - a0 + 1) * width > size_limit:
+        return a0, b0, width, np.zeros(0, np.bool_)
+    present = np.zeros((a1 - a0 + 1) * width, np.bool_)
+    for k in range(a.shape[0]):
+        present[(a[k] - a0) * width + b[k] - b0] = True
+    return a0, b0, width, present
+
+
+@njit(cache=True, nogil=True)
+def _look_up_pairs(a, b, a0, b0, width, table):
+    out = np.empty(a.shape[0], np.int64)
+    for k in range(a.shape[0]):
+        out[k] = table[(a[k] - a0) * width + b[k] - b0]
+    return out

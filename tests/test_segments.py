@@ -1,0 +1,49 @@
+"""kernels.segments: the nogil loops that replace np.repeat, ufunc.at and np.unique on the batch glue
+give NumPy's results."""
+import numpy as np
+import pytest
+
+from pymap.kernels import segments
+
+
+def test_repeat_index_and_concat_ranges_equal_numpy():
+    rng = np.random.default_rng(1)
+    for n in (0, 1, 7, 500):
+        counts = rng.integers(0, 4, n).astype(np.int64)
+        first = rng.integers(0, 1000, n).astype(np.int64)
+        assert np.array_equal(segments.repeat_index(counts), np.repeat(np.arange(n), counts))
+        within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        assert np.array_equal(segments.concat_ranges(first, counts), np.repeat(first, counts) + within)
+
+
+def test_group_order_ranks_and_scatter_max():
+    rng = np.random.default_rng(2)
+    group = rng.integers(0, 50, 2000).astype(np.int64)
+    bounds, order, ok = segments.group_order(group, 50)
+    assert ok and np.array_equal(order, np.argsort(group, kind="stable"))
+    assert np.array_equal(bounds, np.searchsorted(group[order], np.arange(51)))
+    rank = segments.group_ranks(group, order)
+    for g in (0, 17, 49):
+        assert np.array_equal(rank[order[bounds[g]:bounds[g + 1]]], np.arange(bounds[g + 1] - bounds[g]))
+    assert not segments.group_order(np.array([3, 50], np.int64), 50)[2]
+    assert not segments.group_order(np.array([-1], np.int64), 50)[2]
+    values = rng.integers(-100, 100, group.size).astype(np.int64)
+    out, expect = np.full(50, -1000, np.int64), np.full(50, -1000, np.int64)
+    segments.scatter_max(out, group, values)
+    np.maximum.at(expect, group, values)
+    assert np.array_equal(out, expect)
+
+
+@pytest.mark.parametrize("limit", [segments.PAIR_TABLE_LIMIT, 1])
+def test_distinct_pairs_equal_np_unique(monkeypatch, limit):
+    """The dense table and the np.unique fallback (a limit of one cell) give np.unique's pairs."""
+    monkeypatch.setattr(segments, "PAIR_TABLE_LIMIT", limit)
+    rng = np.random.default_rng(3)
+    a = rng.choice([36, 100, 150, 151, 250], 3000).astype(np.int64)
+    b = rng.integers(0, 9, a.size).astype(np.int32)
+    first, second, index = segments.distinct_pairs(a, b)
+    pairs, inverse = np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True)
+    assert np.array_equal(first, pairs[:, 0]) and np.array_equal(second, pairs[:, 1])
+    assert np.array_equal(index, inverse.reshape(-1))
+    empty = segments.distinct_pairs(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert all(x.size == 0 for x in empty)
