@@ -735,21 +735,6 @@ def _shortcut(read, ra, L, ref, pos, lo, hi, w, P, min_score, out):
 
 
 @njit(cache=True, nogil=True)
-def _one(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P,
-         H, F, G, X, GC, Y, dirs, rev, out, i):
-    """Candidate i: the ungapped shortcut, else the DP (the GPU kernel's routine)."""
-    r = c_read[i]
-    ra = np.int64(read_offsets[r])
-    L = np.int64(read_offsets[r + 1]) - ra
-    read = rc_codes if c_strand[i] != 0 else read_codes
-    pos, lo, hi, w = np.int64(c_pos[i]), np.int64(c_lo[i]), np.int64(c_hi[i]), np.int64(c_band[i])
-    res = _shortcut(read, ra, L, ref_codes, pos, lo, hi, w, P, c_min[i], out)
-    if res[0] != NO_SCORE:
-        return res
-    return _align_one(read, ra, L, ref_codes, pos, lo, hi, w, P, c_min[i], H, F, G, X, GC, Y, dirs, rev, out)
-
-
-@njit(cache=True, nogil=True)
 def _store(i, res, out, slot, score, rstart, rend, qcl, qcr, nm, nops, tmp):
     """Candidate i's 7 values (a tuple or an array row), and its CIGAR (out) into its slot when it fits."""
     score[i] = res[0]

@@ -1,12 +1,16 @@
 """The affine extender on CUDA: kernels.affine's per-candidate code, compiled for the GPU.
 
-The kernel calls kernels.affine._one itself (Numba compiles an @njit function called from a CUDA
-kernel for the device), so the GPU writes the same scores, reference ends, clips, NM and CIGARs as
-the CPU by construction: there is one alignment routine, not a twin to keep in step.
+The kernels call kernels.affine's routines themselves (Numba compiles an @njit function called from
+a CUDA kernel for the device), so the GPU writes the same scores, reference ends, clips, NM and
+CIGARs as the CPU by construction: there is one alignment routine, not a twin to keep in step.
 
-One thread per candidate, grid-stride. Each thread's scratch (DP rows, traceback bits, CIGAR) is a
-column of device arrays laid out thread-minor (scratch[cell, thread]): the threads of a warp
-touching the same cell index touch adjacent bytes. CIGARs are written to a slot of SLOT ops per
+Two kernels, as the CPU settles candidates before its DP: the first answers the candidates the
+ungapped shortcut can (most true candidates of good reads, at O(L)) and lists the others on the
+device; the second runs the DP on the listed ones only. In one kernel the threads of a warp that took
+the shortcut waited for those running the DP, and nearly every warp held some. One thread per
+candidate, grid-stride. Each DP thread's scratch (DP rows, traceback bits, CIGAR) is a column of
+device arrays laid out thread-minor (scratch[cell, thread]): the threads of a warp touching the same
+cell index touch adjacent bytes. CIGARs are written to a slot of SLOT ops per
 candidate; the rare longer ones are finished on the CPU by the same code, as kernels.affine does.
 The reference stays on the device (cuda_support.resident), shared with the filter and the seeder.
 """
@@ -27,12 +31,46 @@ MAX_THREADS = 1 << 17
 #: scratch bytes per launch at most (longer reads or wider bands get fewer threads)
 MAX_SCRATCH = 1 << 31
 
-_one = kernel_callable(cpu._one)
+_shortcut = kernel_callable(cpu._shortcut)
+_align_one = kernel_callable(cpu._align_one)
+NO_SCORE = cpu.NO_SCORE
+
+
+@cuda.jit(cache=True)
+def _k_zero(n):
+    n[0] = 0
+
+
+@cuda.jit(cache=True)
+def _k_settle(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P,
+              res, cig, todo, n_todo):
+    """The candidates the ungapped shortcut answers (their CIGAR into their slot); the others appended
+    to todo (n_todo[0] of them, in no fixed order) for _k_align."""
+    start = cuda.grid(1)
+    for i in range(start, c_read.shape[0], cuda.gridsize(1)):
+        r = c_read[i]
+        ra = np.int64(read_offsets[r])
+        L = np.int64(read_offsets[r + 1]) - ra
+        read = rc_codes if c_strand[i] != 0 else read_codes
+        s, a, b, x, y, z, k = _shortcut(read, ra, L, ref_codes, np.int64(c_pos[i]), np.int64(c_lo[i]),
+                                        np.int64(c_hi[i]), np.int64(c_band[i]), P, c_min[i], cig[i])
+        if s == NO_SCORE:
+            todo[cuda.atomic.add(n_todo, 0, 1)] = i
+        else:
+            res[i, 0] = s
+            res[i, 1] = a
+            res[i, 2] = b
+            res[i, 3] = x
+            res[i, 4] = y
+            res[i, 5] = z
+            res[i, 6] = k
 
 
 @cuda.jit(cache=True)
 def _k_align(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P,
-             sH, sF, sG, sX, sGC, sY, sdirs, srev, sout, res, cig, want_cigar):
+             sH, sF, sG, sX, sGC, sY, sdirs, srev, sout, res, cig, want_cigar, todo, n_todo):
+    """The DP of the candidates _k_settle listed; each result lands at its candidate's index, so the
+    list's order does not matter."""
     t = cuda.grid(1)
     nt = sH.shape[1]
     if t >= nt:
@@ -46,9 +84,15 @@ def _k_align(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_
     dirs = sdirs[:, t]
     rev = srev[:, t]
     out = sout[:, t]
-    for i in range(t, c_read.shape[0], nt):
-        s, a, b, x, y, z, k = _one(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos,
-                                   c_lo, c_hi, c_band, c_min, P, H, F, G, X, GC, Y, dirs, rev, out, i)
+    for q in range(t, n_todo[0], nt):
+        i = todo[q]
+        r = c_read[i]
+        ra = np.int64(read_offsets[r])
+        L = np.int64(read_offsets[r + 1]) - ra
+        read = rc_codes if c_strand[i] != 0 else read_codes
+        s, a, b, x, y, z, k = _align_one(read, ra, L, ref_codes, np.int64(c_pos[i]), np.int64(c_lo[i]),
+                                         np.int64(c_hi[i]), np.int64(c_band[i]), P, c_min[i], H, F, G, X, GC, Y,
+                                         dirs, rev, out)
         res[i, 0] = s
         res[i, 1] = a
         res[i, 2] = b
@@ -57,8 +101,8 @@ def _k_align(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_
         res[i, 5] = z
         res[i, 6] = k
         if want_cigar and k <= SLOT:
-            for q in range(k):
-                cig[i, q] = out[q]
+            for j in range(k):
+                cig[i, j] = out[j]
 
 
 def _threads(n, maxl, maxb):
@@ -89,12 +133,19 @@ def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_s
         stream = thread_stream()
         d_reads = [resident(a) for a in args[:4]]   # a batch's reads serve all its extender calls
         *d, d_p = call_inputs("affine", [a[lo:hi] for a in args[4:] + (c_min,)] + [P], stream)
-        d_res, d_cig = call_buffers("affine.out", [((m, 7), np.int64), ((m if traceback else 1, SLOT), np.uint32)])
+        d_res, d_cig, d_todo, d_count = call_buffers("affine.out", [((m, 7), np.int64), ((m, SLOT), np.uint32),
+                                                                     ((m,), np.int64), ((1,), np.int64)])
         tpb = min(nt, THREADS_PER_BLOCK)
         specs = [((maxb + 1,), np.int32)] * 2 + [((maxb,), np.int32)] * 4 + [
             (((maxl + 1) * maxb,), np.uint8), ((2 * maxl + 1,), np.uint32), ((2 * maxl + 3,), np.uint32)]
-        ms = run_on_scratch("affine", specs, nt, stream, lambda scratch: _k_align[nt // tpb, tpb, stream](
-            *d_reads, *d, d_p, *scratch, d_res, d_cig, traceback))
+
+        def launch(scratch):
+            _k_zero[1, 1, stream](d_count)
+            _k_settle[(m + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK, THREADS_PER_BLOCK, stream](
+                *d_reads, *d, d_p, d_res, d_cig, d_todo, d_count)
+            _k_align[nt // tpb, tpb, stream](*d_reads, *d, d_p, *scratch, d_res, d_cig, traceback, d_todo, d_count)
+
+        ms = run_on_scratch("affine", specs, nt, stream, launch)
         res = d_res.copy_to_host(stream=stream)
         slots = d_cig.copy_to_host(stream=stream) if traceback else None
         stream.synchronize()

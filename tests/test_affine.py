@@ -681,15 +681,21 @@ def test_qgram_bound_skips_only_hopeless_candidates():
 
 @numba.njit
 def _one_by_one(read_codes, rc_codes, off, ref, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P):
-    """Every candidate through the one-candidate DP (kernels.affine._one): 7 values and CIGAR each."""
+    """Every candidate through the ungapped shortcut, else the one-candidate DP (as the GPU runs them):
+    7 values and CIGAR each."""
     n = c_read.shape[0]
     maxl, maxb = ka._scratch_dims(off, c_read, c_pos, c_lo, c_hi, c_band)
     H, F, G, X, GC, Y, dirs, rev, out = ka._scratch(maxl, maxb)
     vals = np.empty((n, 7), np.int64)
     cigars = np.zeros((n, 2 * maxl + 3), np.uint32)
     for i in range(n):
-        res = ka._one(read_codes, rc_codes, off, ref, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P,
-                      H, F, G, X, GC, Y, dirs, rev, out, i)
+        ra = np.int64(off[c_read[i]])
+        L = np.int64(off[c_read[i] + 1]) - ra
+        read = rc_codes if c_strand[i] != 0 else read_codes
+        pos, lo, hi, w = np.int64(c_pos[i]), np.int64(c_lo[i]), np.int64(c_hi[i]), np.int64(c_band[i])
+        res = ka._shortcut(read, ra, L, ref, pos, lo, hi, w, P, c_min[i], out)
+        if res[0] == ka.NO_SCORE:
+            res = ka._align_one(read, ra, L, ref, pos, lo, hi, w, P, c_min[i], H, F, G, X, GC, Y, dirs, rev, out)
         for t in range(7):
             vals[i, t] = res[t]
         for t in range(res[6]):
