@@ -41,29 +41,39 @@ def _k_zero(n):
     n[0] = 0
 
 
+@cuda.jit(device=True)
+def _span(read_offsets, r):
+    """(first base, length) of read r."""
+    ra = np.int64(read_offsets[r])
+    return ra, np.int64(read_offsets[r + 1]) - ra
+
+
+@cuda.jit(device=True)
+def _put(res, i, s, a, b, x, y, z, k):
+    """Candidate i's 7 values (score, reference start and end, clips, NM, CIGAR ops) into res[i]."""
+    res[i, 0] = s
+    res[i, 1] = a
+    res[i, 2] = b
+    res[i, 3] = x
+    res[i, 4] = y
+    res[i, 5] = z
+    res[i, 6] = k
+
+
 @cuda.jit(cache=True)
 def _k_settle(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P,
               res, cig, todo, n_todo):
     """The candidates the ungapped shortcut answers (their CIGAR into their slot); the others appended
     to todo (n_todo[0] of them, in no fixed order) for _k_align."""
-    start = cuda.grid(1)
-    for i in range(start, c_read.shape[0], cuda.gridsize(1)):
-        r = c_read[i]
-        ra = np.int64(read_offsets[r])
-        L = np.int64(read_offsets[r + 1]) - ra
+    for i in range(cuda.grid(1), c_read.shape[0], cuda.gridsize(1)):
+        ra, L = _span(read_offsets, c_read[i])
         read = rc_codes if c_strand[i] != 0 else read_codes
         s, a, b, x, y, z, k = _shortcut(read, ra, L, ref_codes, np.int64(c_pos[i]), np.int64(c_lo[i]),
                                         np.int64(c_hi[i]), np.int64(c_band[i]), P, c_min[i], cig[i])
         if s == NO_SCORE:
             todo[cuda.atomic.add(n_todo, 0, 1)] = i
         else:
-            res[i, 0] = s
-            res[i, 1] = a
-            res[i, 2] = b
-            res[i, 3] = x
-            res[i, 4] = y
-            res[i, 5] = z
-            res[i, 6] = k
+            _put(res, i, s, a, b, x, y, z, k)
 
 
 @cuda.jit(cache=True)
@@ -86,20 +96,12 @@ def _k_align(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_
     out = sout[:, t]
     for q in range(t, n_todo[0], nt):
         i = todo[q]
-        r = c_read[i]
-        ra = np.int64(read_offsets[r])
-        L = np.int64(read_offsets[r + 1]) - ra
+        ra, L = _span(read_offsets, c_read[i])
         read = rc_codes if c_strand[i] != 0 else read_codes
         s, a, b, x, y, z, k = _align_one(read, ra, L, ref_codes, np.int64(c_pos[i]), np.int64(c_lo[i]),
                                          np.int64(c_hi[i]), np.int64(c_band[i]), P, c_min[i], H, F, G, X, GC, Y,
                                          dirs, rev, out)
-        res[i, 0] = s
-        res[i, 1] = a
-        res[i, 2] = b
-        res[i, 3] = x
-        res[i, 4] = y
-        res[i, 5] = z
-        res[i, 6] = k
+        _put(res, i, s, a, b, x, y, z, k)
         if want_cigar and k <= SLOT:
             for j in range(k):
                 cig[i, j] = out[j]
@@ -133,8 +135,8 @@ def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_s
         stream = thread_stream()
         d_reads = [resident(a) for a in args[:4]]   # a batch's reads serve all its extender calls
         *d, d_p = call_inputs("affine", [a[lo:hi] for a in args[4:] + (c_min,)] + [P], stream)
-        d_res, d_cig, d_todo, d_count = call_buffers("affine.out", [((m, 7), np.int64), ((m, SLOT), np.uint32),
-                                                                     ((m,), np.int64), ((1,), np.int64)])
+        d_res, d_cig, d_todo, d_count = call_buffers(
+            "affine.out", [((m, 7), np.int64), ((m, SLOT), np.uint32), ((m,), np.int64), ((1,), np.int64)])
         tpb = min(nt, THREADS_PER_BLOCK)
         specs = [((maxb + 1,), np.int32)] * 2 + [((maxb,), np.int32)] * 4 + [
             (((maxl + 1) * maxb,), np.uint8), ((2 * maxl + 1,), np.uint32), ((2 * maxl + 3,), np.uint32)]

@@ -1,31 +1,27 @@
 """Index arithmetic over segments (a read's candidates, a record's CIGAR ops) as nogil kernels.
 
-NumPy's np.repeat, ufunc.at and np.unique hold Python's lock for their whole run; a batch's glue
-called them on arrays of a million items, and with batches mapped side by side on threads, every
-other batch waited for the lock meanwhile. These loops release it.
+A batch's glue called np.repeat, np.maximum.at and np.unique on arrays of up to a million items, and
+py-spy found the batches' threads holding Python's lock inside them (BENCHMARKS.md, twenty-seventh
+session): with batches mapped side by side on threads, the others waited meanwhile. These loops
+release it.
 """
 import numpy as np
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
 def repeat_index(counts):
-    """np.repeat(np.arange(counts.size), counts): each i, counts[i] times."""
-    total = 0
-    for c in counts:
-        total += c
-    out = np.empty(total, np.int64)
-    k = 0
-    for i in range(counts.shape[0]):
-        for _ in range(counts[i]):
-            out[k] = i
-            k += 1
-    return out
+    """np.repeat(np.arange(counts.size), counts): each i, counts[i] times (counts: int64)."""
+    return _runs(np.arange(counts.shape[0], dtype=np.int64), counts, 0)
+
+
+def concat_ranges(first, counts):
+    """first[i], first[i] + 1, ..., first[i] + counts[i] - 1 for each i, back to back (int64 arrays)."""
+    return _runs(first, counts, 1)
 
 
 @njit(cache=True, nogil=True)
-def concat_ranges(first, counts):
-    """first[i], first[i] + 1, ..., first[i] + counts[i] - 1 for each i, back to back."""
+def _runs(first, counts, step):
+    """first[i] + step * j for j < counts[i], for each i, back to back."""
     total = 0
     for c in counts:
         total += c
@@ -33,7 +29,7 @@ def concat_ranges(first, counts):
     k = 0
     for i in range(counts.shape[0]):
         for j in range(counts[i]):
-            out[k] = first[i] + j
+            out[k] = first[i] + step * j
             k += 1
     return out
 
