@@ -207,134 +207,140 @@ def _put_next(buf, p, next_hit, ctg, tlen, h_start, ctg_offsets, ctg_names, ctg_
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _record(buf, p, text, r, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa,
-            rec_mate, rec_tlen,
-            names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
-            ctg_names, ctg_name_offsets, ctg_offsets,
-            h_strand, h_start, h_score, cigar, cigar_offsets, rg, comments, comment_offsets):
-    """Record r at buf[p:]; returns (its end, after the newline; the furthest byte it needed). What
-    does not fit in buf is not written: the caller grows buf to the second and writes the record
-    again."""
-    high = p
-    read = rec_read[r]
-    flag = rec_flag[r]
-    h = rec_hit[r]
-    has_quals = quals.shape[0] > 0
-    rev = False
-    if h >= 0:
-        rev = h_strand[h] == 1
-    src = rc_codes if rev else codes
-    p = _put_bytes(buf, p, names, name_offsets[read], name_offsets[read + 1])
-    p = _put(buf, p, _TAB)
-    p = _put_int(buf, p, flag)
-    p = _put(buf, p, _TAB)
-    a = offsets[read]
-    n = offsets[read + 1] - a
-    mate = rec_mate[r]
-    mate_hit = rec_hit[mate] if mate >= 0 else np.int64(-1)
-    if h < 0:
-        if mate_hit >= 0:                   # placed at its mapped mate: RNAME, POS of the mate
-            ms = h_start[mate_hit]
-            mc = contig_of(ctg_offsets, ms)
-            p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[mc], ctg_name_offsets[mc + 1])
-            p = _put(buf, p, _TAB)
-            p = _put_int(buf, p, ms - ctg_offsets[mc] + 1)
-            p = _put(buf, p, _TAB)
-            p = _put(buf, p, _ZERO)
-            p = _put(buf, p, _TAB)
-            p = _put(buf, p, _STAR)
-            p = _put_next(buf, p, mate_hit, mc, np.int64(0), h_start, ctg_offsets, ctg_names, ctg_name_offsets)
-        else:
-            p = _put_bytes(buf, p, text, _UNMAPPED, _MATE)
-        p = _put_seq(buf, p, src, a, n, rev, quals, has_quals)
-        reason = rec_reason[r]
-        if reason > 0:
-            p = _put_bytes(buf, p, text, _YU, _YU + _TAG)
-            k0 = _REASON + reason * 16
-            k = k0
-            while text[k] != 0:
-                k += 1
-            p = _put_bytes(buf, p, text, k0, k)
-    else:
-        start = h_start[h]
-        ctg = contig_of(ctg_offsets, start)
-        p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[ctg], ctg_name_offsets[ctg + 1])
+def _records(buf, p, text, r0, r1, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa,
+             rec_mate, rec_tlen,
+             names, name_offsets, codes, rc_codes, offsets, quals, ref_codes,
+             ctg_names, ctg_name_offsets, ctg_offsets,
+             h_strand, h_start, h_score, cigar, cigar_offsets, rg, comments, comment_offsets):
+    """Records r0..r1-1 at buf[p:], up to the first that does not fit: returns (the end of the last
+    record written, after its newline; the first record not written, r1 when all were; the furthest
+    byte that one needed). What does not fit is not written: the caller grows buf and calls again
+    from that record. The records are written in one call, not a call each: this function's entry
+    (its stack frame, set up at every call) cost more than a short record's text."""
+    for r in range(r0, r1):
+        begin = p
+        high = p
+        read = rec_read[r]
+        flag = rec_flag[r]
+        h = rec_hit[r]
+        has_quals = quals.shape[0] > 0
+        rev = False
+        if h >= 0:
+            rev = h_strand[h] == 1
+        src = rc_codes if rev else codes
+        p = _put_bytes(buf, p, names, name_offsets[read], name_offsets[read + 1])
         p = _put(buf, p, _TAB)
-        p = _put_int(buf, p, start - ctg_offsets[ctg] + 1)
+        p = _put_int(buf, p, flag)
         p = _put(buf, p, _TAB)
-        p = _put_int(buf, p, rec_mapq[r])
-        p = _put(buf, p, _TAB)
-        c0 = cigar_offsets[r]
-        c1 = cigar_offsets[r + 1]
-        p = _put_cigar(buf, p, cigar, c0, c1)
-        if mate >= 0:
-            # an unmapped mate is placed at this read's primary (rec_mate of the mate's record), which a
-            # secondary or supplementary record's RNEXT and PNEXT give too
-            next_hit = mate_hit if mate_hit >= 0 else rec_hit[rec_mate[mate]]
-            p = _put_next(buf, p, next_hit, ctg, rec_tlen[r], h_start, ctg_offsets, ctg_names, ctg_name_offsets)
-        else:
-            p = _put_bytes(buf, p, text, _MATE, _NM)
-        if (flag & 256) != 0:                   # secondary: SEQ and QUAL are on the primary
-            p = _put(buf, p, _STAR)
-            p = _put(buf, p, _TAB)
-            p = _put(buf, p, _STAR)
-        else:
+        a = offsets[read]
+        n = offsets[read + 1] - a
+        mate = rec_mate[r]
+        mate_hit = rec_hit[mate] if mate >= 0 else np.int64(-1)
+        if h < 0:
+            if mate_hit >= 0:                   # placed at its mapped mate: RNAME, POS of the mate
+                ms = h_start[mate_hit]
+                mc = contig_of(ctg_offsets, ms)
+                p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[mc], ctg_name_offsets[mc + 1])
+                p = _put(buf, p, _TAB)
+                p = _put_int(buf, p, ms - ctg_offsets[mc] + 1)
+                p = _put(buf, p, _TAB)
+                p = _put(buf, p, _ZERO)
+                p = _put(buf, p, _TAB)
+                p = _put(buf, p, _STAR)
+                p = _put_next(buf, p, mate_hit, mc, np.int64(0), h_start, ctg_offsets, ctg_names, ctg_name_offsets)
+            else:
+                p = _put_bytes(buf, p, text, _UNMAPPED, _MATE)
             p = _put_seq(buf, p, src, a, n, rev, quals, has_quals)
-        # NM comes first but is known only once MD is made: MD is written past room for both tags and
-        # NM's digits, then moved back behind them
-        q = p + 2 * _TAG + _INT_DIGITS
-        e, nm = _put_md(buf, q, cigar, c0, c1, ref_codes, start, src, a)
-        high = e
-        p = _put_bytes(buf, p, text, _NM, _NM + _TAG)
-        p = _put_int(buf, p, nm)
-        p = _put_bytes(buf, p, text, _MD, _MD + _TAG)
-        if e <= buf.shape[0]:
-            for k in range(e - q):
-                buf[p + k] = buf[q + k]
-        p += e - q
-        p = _put_bytes(buf, p, text, _AS, _AS + _TAG)
-        p = _put_int(buf, p, h_score[h])
-        if rec_xs[r] != NO_XS:
-            p = _put_bytes(buf, p, text, _XS, _XS + _TAG)
-            p = _put_int(buf, p, rec_xs[r])
-        o = rec_sa[r]
-        if o >= 0:                              # SA:Z:rname,pos,strand,CIGAR,mapQ,NM; of the other part
-            ho = rec_hit[o]
-            so = h_start[ho]
-            co = contig_of(ctg_offsets, so)
-            p = _put_bytes(buf, p, text, _SA, _SA + _TAG)
-            p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[co], ctg_name_offsets[co + 1])
-            p = _put(buf, p, _COMMA)
-            p = _put_int(buf, p, so - ctg_offsets[co] + 1)
-            p = _put(buf, p, _COMMA)
-            p = _put(buf, p, _MINUS if h_strand[ho] == 1 else _PLUS)
-            p = _put(buf, p, _COMMA)
-            p = _put_cigar(buf, p, cigar, cigar_offsets[o], cigar_offsets[o + 1])
-            p = _put(buf, p, _COMMA)
-            p = _put_int(buf, p, rec_mapq[o])
-            p = _put(buf, p, _COMMA)
-            src_o = rc_codes if h_strand[ho] == 1 else codes
-            nm_o = _put_md(buf[:0], np.int64(0), cigar, cigar_offsets[o], cigar_offsets[o + 1], ref_codes, so,
-                           src_o, a)[1]
-            p = _put_int(buf, p, nm_o)
-            p = _put(buf, p, _SEMI)
-    if mate_hit >= 0:                      # the mate's CIGAR and MAPQ (samtools fixmate -m, markdup)
-        p = _put_bytes(buf, p, text, _MC, _MC + _TAG)
-        p = _put_cigar(buf, p, cigar, cigar_offsets[mate], cigar_offsets[mate + 1])
-        p = _put_bytes(buf, p, text, _MQ, _MQ + _TAG)
-        p = _put_int(buf, p, rec_mapq[mate])
-    if rg.shape[0] > 0:
-        p = _put_bytes(buf, p, text, _RG, _RG + _TAG)
-        p = _put_bytes(buf, p, rg, np.int64(0), np.int64(rg.shape[0]))
-    if comment_offsets.shape[0] > 0:       # -C: the read's comment's tags (next_tag), tab-separated
-        end = comment_offsets[read + 1]
-        j, k = next_tag(comments, comment_offsets[read], end)
-        while j < end:
+            reason = rec_reason[r]
+            if reason > 0:
+                p = _put_bytes(buf, p, text, _YU, _YU + _TAG)
+                k0 = _REASON + reason * 16
+                k = k0
+                while text[k] != 0:
+                    k += 1
+                p = _put_bytes(buf, p, text, k0, k)
+        else:
+            start = h_start[h]
+            ctg = contig_of(ctg_offsets, start)
+            p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[ctg], ctg_name_offsets[ctg + 1])
             p = _put(buf, p, _TAB)
-            p = _put_bytes(buf, p, comments, j, k)
-            j, k = next_tag(comments, k, end)
-    p = _put(buf, p, _NL)
-    return p, max(p, high)
+            p = _put_int(buf, p, start - ctg_offsets[ctg] + 1)
+            p = _put(buf, p, _TAB)
+            p = _put_int(buf, p, rec_mapq[r])
+            p = _put(buf, p, _TAB)
+            c0 = cigar_offsets[r]
+            c1 = cigar_offsets[r + 1]
+            p = _put_cigar(buf, p, cigar, c0, c1)
+            if mate >= 0:
+                # an unmapped mate is placed at this read's primary (rec_mate of the mate's record), which a
+                # secondary or supplementary record's RNEXT and PNEXT give too
+                next_hit = mate_hit if mate_hit >= 0 else rec_hit[rec_mate[mate]]
+                p = _put_next(buf, p, next_hit, ctg, rec_tlen[r], h_start, ctg_offsets, ctg_names, ctg_name_offsets)
+            else:
+                p = _put_bytes(buf, p, text, _MATE, _NM)
+            if (flag & 256) != 0:                   # secondary: SEQ and QUAL are on the primary
+                p = _put(buf, p, _STAR)
+                p = _put(buf, p, _TAB)
+                p = _put(buf, p, _STAR)
+            else:
+                p = _put_seq(buf, p, src, a, n, rev, quals, has_quals)
+            # NM comes first but is known only once MD is made: MD is written past room for both tags and
+            # NM's digits, then moved back behind them
+            q = p + 2 * _TAG + _INT_DIGITS
+            e, nm = _put_md(buf, q, cigar, c0, c1, ref_codes, start, src, a)
+            high = e
+            p = _put_bytes(buf, p, text, _NM, _NM + _TAG)
+            p = _put_int(buf, p, nm)
+            p = _put_bytes(buf, p, text, _MD, _MD + _TAG)
+            if e <= buf.shape[0]:
+                for k in range(e - q):
+                    buf[p + k] = buf[q + k]
+            p += e - q
+            p = _put_bytes(buf, p, text, _AS, _AS + _TAG)
+            p = _put_int(buf, p, h_score[h])
+            if rec_xs[r] != NO_XS:
+                p = _put_bytes(buf, p, text, _XS, _XS + _TAG)
+                p = _put_int(buf, p, rec_xs[r])
+            o = rec_sa[r]
+            if o >= 0:                              # SA:Z:rname,pos,strand,CIGAR,mapQ,NM; of the other part
+                ho = rec_hit[o]
+                so = h_start[ho]
+                co = contig_of(ctg_offsets, so)
+                p = _put_bytes(buf, p, text, _SA, _SA + _TAG)
+                p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[co], ctg_name_offsets[co + 1])
+                p = _put(buf, p, _COMMA)
+                p = _put_int(buf, p, so - ctg_offsets[co] + 1)
+                p = _put(buf, p, _COMMA)
+                p = _put(buf, p, _MINUS if h_strand[ho] == 1 else _PLUS)
+                p = _put(buf, p, _COMMA)
+                p = _put_cigar(buf, p, cigar, cigar_offsets[o], cigar_offsets[o + 1])
+                p = _put(buf, p, _COMMA)
+                p = _put_int(buf, p, rec_mapq[o])
+                p = _put(buf, p, _COMMA)
+                src_o = rc_codes if h_strand[ho] == 1 else codes
+                nm_o = _put_md(buf[:0], np.int64(0), cigar, cigar_offsets[o], cigar_offsets[o + 1], ref_codes, so,
+                               src_o, a)[1]
+                p = _put_int(buf, p, nm_o)
+                p = _put(buf, p, _SEMI)
+        if mate_hit >= 0:                      # the mate's CIGAR and MAPQ (samtools fixmate -m, markdup)
+            p = _put_bytes(buf, p, text, _MC, _MC + _TAG)
+            p = _put_cigar(buf, p, cigar, cigar_offsets[mate], cigar_offsets[mate + 1])
+            p = _put_bytes(buf, p, text, _MQ, _MQ + _TAG)
+            p = _put_int(buf, p, rec_mapq[mate])
+        if rg.shape[0] > 0:
+            p = _put_bytes(buf, p, text, _RG, _RG + _TAG)
+            p = _put_bytes(buf, p, rg, np.int64(0), np.int64(rg.shape[0]))
+        if comment_offsets.shape[0] > 0:       # -C: the read's comment's tags (next_tag), tab-separated
+            end = comment_offsets[read + 1]
+            j, k = next_tag(comments, comment_offsets[read], end)
+            while j < end:
+                p = _put(buf, p, _TAB)
+                p = _put_bytes(buf, p, comments, j, k)
+                j, k = next_tag(comments, k, end)
+        p = _put(buf, p, _NL)
+        if max(p, high) > buf.shape[0]:
+            return begin, r, max(p, high)
+    return p, r1, p
 
 
 @njit(cache=True, nogil=True)
@@ -346,20 +352,18 @@ def _format_range(r0, r1, size, text, rec_read, rec_flag, rec_hit, rec_mapq, rec
     """The text of records r0..r1-1, in one pass: a buffer of `size` bytes, grown (and the record
     that did not fit written again) when they need more."""
     buf = np.empty(size, np.uint8)
-    p = np.int64(0)             # not the literal 0: _record would be compiled for it as well
-    for r in range(r0, r1):
-        while True:
-            e, high = _record(buf, p, text, r, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs,
+    p = np.int64(0)             # not the literal 0: _records would be compiled for it as well
+    r = np.int64(r0)
+    while True:
+        p, r, high = _records(buf, p, text, r, r1, rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs,
                               rec_sa, rec_mate, rec_tlen, names, name_offsets, codes, rc_codes, offsets, quals,
                               ref_codes, ctg_names, ctg_name_offsets, ctg_offsets, h_strand, h_start, h_score,
                               cigar, cigar_offsets, rg, comments, comment_offsets)
-            if high <= buf.shape[0]:
-                break
-            bigger = np.empty(max(2 * buf.shape[0], high + 4096), np.uint8)
-            bigger[:p] = buf[:p]
-            buf = bigger
-        p = e
-    return buf[:p]
+        if r >= r1:
+            return buf[:p]
+        bigger = np.empty(max(2 * buf.shape[0], high + 4096), np.uint8)
+        bigger[:p] = buf[:p]
+        buf = bigger
 
 
 #: format_sam's first guess of a record's bytes besides SEQ and QUAL (a range that needs more grows)
