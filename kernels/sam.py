@@ -189,6 +189,16 @@ def _put_cigar(buf, p, cigar, c0, c1):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def _put_place(buf, p, pos, ctg_offsets, ctg_names, ctg_name_offsets):
+    """RNAME TAB POS TAB of concatenated-reference position pos; returns (the end, its contig)."""
+    ctg = contig_of(ctg_offsets, pos)
+    p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[ctg], ctg_name_offsets[ctg + 1])
+    p = _put(buf, p, _TAB)
+    p = _put_int(buf, p, pos - ctg_offsets[ctg] + 1)
+    return _put(buf, p, _TAB), ctg
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def _put_next(buf, p, next_hit, ctg, tlen, h_start, ctg_offsets, ctg_names, ctg_name_offsets):
     """TAB RNEXT TAB PNEXT TAB TLEN TAB of a record on contig ctg whose mate's primary line is at hit
     next_hit (an unmapped mate's: the hit it is placed at, its mate's primary): '=' or that contig."""
@@ -238,12 +248,7 @@ def _records(buf, p, text, r0, r1, rec_read, rec_flag, rec_hit, rec_mapq, rec_re
         mate_hit = rec_hit[mate] if mate >= 0 else np.int64(-1)
         if h < 0:
             if mate_hit >= 0:                   # placed at its mapped mate: RNAME, POS of the mate
-                ms = h_start[mate_hit]
-                mc = contig_of(ctg_offsets, ms)
-                p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[mc], ctg_name_offsets[mc + 1])
-                p = _put(buf, p, _TAB)
-                p = _put_int(buf, p, ms - ctg_offsets[mc] + 1)
-                p = _put(buf, p, _TAB)
+                p, mc = _put_place(buf, p, h_start[mate_hit], ctg_offsets, ctg_names, ctg_name_offsets)
                 p = _put(buf, p, _ZERO)
                 p = _put(buf, p, _TAB)
                 p = _put(buf, p, _STAR)
@@ -261,11 +266,7 @@ def _records(buf, p, text, r0, r1, rec_read, rec_flag, rec_hit, rec_mapq, rec_re
                 p = _put_bytes(buf, p, text, k0, k)
         else:
             start = h_start[h]
-            ctg = contig_of(ctg_offsets, start)
-            p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[ctg], ctg_name_offsets[ctg + 1])
-            p = _put(buf, p, _TAB)
-            p = _put_int(buf, p, start - ctg_offsets[ctg] + 1)
-            p = _put(buf, p, _TAB)
+            p, ctg = _put_place(buf, p, start, ctg_offsets, ctg_names, ctg_name_offsets)
             p = _put_int(buf, p, rec_mapq[r])
             p = _put(buf, p, _TAB)
             c0 = cigar_offsets[r]
