@@ -303,11 +303,11 @@ def test_mapping_on_gpu_equals_cpu(where, paired, seeder, lazy, report_all):
     assert res["on_gpu"] == ["seed", "filter", "extend"] and res["on_cpu"] == []
 
 
-def compare_rescue(host_positions):
-    """`--device gpu` against `--device cpu` on lambda pairs whose mate 2 carries an N every 11th base
-    (too many to seed it: only the mate rescue places it), with rescues of at most host_positions
-    window positions filtered and extended on the host twins: the same records. Returns which
-    device filtered the rescue's candidates."""
+def compare_rescue(host_positions, spacing):
+    """`--device gpu` against `--device cpu` on lambda pairs (one every `spacing` bases) whose mate 2
+    carries an N every 11th base (too many to seed it: only the mate rescue places it), with rescues
+    of at most host_positions window positions filtered and extended on the host twins: the same
+    records. Returns which device filtered the rescue's candidates."""
     import shutil
     import tempfile
     import threading
@@ -320,7 +320,7 @@ def compare_rescue(host_positions):
     ref = "".join(open(tmp / "lambda.fa").read().split("\n")[1:])
     comp = str.maketrans("ACGT", "TGCA")
     r1, r2 = [], []
-    for i, s in enumerate(range(500, 45000, 750)):
+    for i, s in enumerate(range(500, 45000, spacing)):
         m2 = list(ref[s + 200:s + 300].translate(comp)[::-1])
         m2[5::11] = "N" * len(m2[5::11])
         r1.append(f"@p{i}/1\n{ref[s:s + 100]}\n+\n{'I' * 100}\n")
@@ -352,14 +352,16 @@ def compare_rescue(host_positions):
         sams[device] = [x for x in out.read_text().splitlines() if not x.startswith("@PG")]
     rescue_on = sorted({d for d, rescue in calls if rescue})
     return {"same": sams["cpu"] == sams["gpu"], "windows": stats["gpu"].rescue_windows,
-            "proper": stats["gpu"].proper_pairs, "rescue_on": rescue_on}
+            "proper": stats["gpu"].proper_pairs, "pairs": len(r1), "rescue_on": rescue_on}
 
 
 @pytest.mark.parametrize("where", ["simulator", "gpu"])
 def test_small_rescues_on_the_host_twins(where):
+    # the simulator runs the GPU rescue's kernels in Python: fewer pairs there
+    spacing = 1500 if where == "simulator" else 750
     for host_positions, on in ((100_000, ["cpu"]), (0, ["gpu"])):
-        res = run_check("compare_rescue", where, host_positions)
-        assert res["same"] and res["windows"] > 0 and res["proper"] >= 50, res
+        res = run_check("compare_rescue", where, host_positions, spacing)
+        assert res["same"] and res["windows"] > 0 and res["proper"] >= 0.8 * res["pairs"], res
         assert res["rescue_on"] == on, res
 
 
