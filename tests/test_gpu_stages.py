@@ -357,11 +357,12 @@ def compare_rescue(host_positions, spacing):
 
 @pytest.mark.parametrize("where", ["simulator", "gpu"])
 def test_small_rescues_on_the_host_twins(where):
-    # the simulator runs the GPU rescue's kernels in Python: fewer pairs there
+    # the simulator runs the GPU rescue's kernels in Python: fewer pairs there; five in six made proper
+    # by the rescue, as the 50 of 60 this asked of all the pairs
     spacing = 1500 if where == "simulator" else 750
     for host_positions, on in ((100_000, ["cpu"]), (0, ["gpu"])):
         res = run_check("compare_rescue", where, host_positions, spacing)
-        assert res["same"] and res["windows"] > 0 and res["proper"] >= 0.8 * res["pairs"], res
+        assert res["same"] and res["windows"] > 0 and 6 * res["proper"] >= 5 * res["pairs"], res
         assert res["rescue_on"] == on, res
 
 
