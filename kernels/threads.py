@@ -101,7 +101,8 @@ def ahead(items, depth=1):
     """The items of an iterable, in order, produced on a background thread up to `depth` items ahead
     of the consumer (the next batch is read, or mapped, while this one is used). The thread keeps
     the caller's Numba thread count (numba.set_num_threads is per thread); the producer's exception
-    is raised where its item would have come; a consumer that stops early stops the producer."""
+    is raised where its item would have come; a consumer that stops early stops the producer, which
+    closes `items` (a generator's clean-up runs on that thread, before ahead's own close returns)."""
     done, failed = object(), object()
     q = queue.Queue(maxsize=depth)
     stop = threading.Event()
@@ -125,6 +126,10 @@ def ahead(items, depth=1):
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer
             put((failed, exc))
             return
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()             # a generator's own clean-up (work in flight ends) runs here
         put((done, None))
 
     thread = threading.Thread(target=produce, daemon=True, name="pymap-ahead")

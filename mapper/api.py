@@ -296,9 +296,9 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
         writer = run.writer(out, header, ref_path)
         batches = None
         try:
-            batches = run.sam_batches(reads_path, mates_path, header)
-            if isinstance(run, LocalRun):
-                batches = ahead(batches)    # the next batch is read and mapped while this one is written
+            # the next batch is read and mapped (or a worker's chunk taken in, and the next chunk's byte
+            # range found and sent) while this one is written
+            batches = ahead(run.sam_batches(reads_path, mates_path, header))
             for text in batches:
                 writer.write(text)
                 progress.update(run.stats.reads)

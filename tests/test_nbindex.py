@@ -652,17 +652,21 @@ def test_run_ranges_covers_each_index_once():
 
 def test_ahead_keeps_order_threads_and_errors():
     """ahead: items in order, made on another thread with the caller's Numba thread count; the
-    producer's error where its item would be; a consumer that stops early stops the producer."""
+    producer's error where its item would be; a consumer that stops early stops the producer, which
+    closes the generator (its clean-up runs on the producer's thread before close returns)."""
     import threading
     prev = numba.get_num_threads()
-    made = []
+    made, cleaned = [], []
 
     def items(n, fail_at=None):
-        for i in range(n):
-            if i == fail_at:
-                raise ValueError(f"item {i}")
-            made.append(i)
-            yield i, numba.get_num_threads(), threading.current_thread().name
+        try:
+            for i in range(n):
+                if i == fail_at:
+                    raise ValueError(f"item {i}")
+                made.append(i)
+                yield i, numba.get_num_threads(), threading.current_thread().name
+        finally:
+            cleaned.append(threading.current_thread().name)
 
     try:
         numba.set_num_threads(1)
@@ -675,10 +679,12 @@ def test_ahead_keeps_order_threads_and_errors():
                 seen.append(x[0])
         assert seen == [0, 1, 2, 3, 4]
         made.clear()
+        cleaned.clear()
         it = ahead(items(1000), depth=2)
         assert next(it)[0] == 0 and next(it)[0] == 1
         it.close()
         assert len(made) <= 6                            # two consumed, at most depth + 2 more made
+        assert cleaned == ["pymap-ahead"]
     finally:
         numba.set_num_threads(prev)
 
