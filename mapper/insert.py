@@ -44,7 +44,7 @@ DEFAULT = InsertModel(500.0, 150.0, 1, 1100, fallback=True)
 
 def parse(text):
     """-I mean[,std[,max[,min]]] as bwa mem takes it: std 10 % of the mean when not given, max and min
-    4 std from the mean."""
+    4 std from the mean (min at least 1); every bound rounded as bwa rounds (_bwa_int)."""
     try:
         parts = [float(x) for x in text.split(",")]
     except ValueError:
@@ -56,8 +56,8 @@ def parse(text):
     if parts[0] <= 0 or parts[1] <= 0:
         raise UsageError(f"-I takes mean[,std[,max[,min]]] with mean and std > 0, got {text!r}")
     mean, std = parts[0], parts[1]
-    high = int(parts[2]) if len(parts) > 2 else int(mean + PROPER_STDS * std + 0.5)
-    low = int(parts[3]) if len(parts) > 3 else max(1, int(mean - PROPER_STDS * std + 0.5))
+    high = _bwa_int(parts[2] if len(parts) > 2 else mean + PROPER_STDS * std)
+    low = _bwa_int(parts[3]) if len(parts) > 3 else max(1, _bwa_int(mean - PROPER_STDS * std))
     if low > high:
         raise UsageError(f"-I: the minimum insert {low} is above the maximum {high}")
     return InsertModel(mean, std, low, high)

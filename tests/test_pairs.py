@@ -184,6 +184,9 @@ def test_insert_size_model(data, tmp_path, capsys):
     g = insert.parse("250,25")
     assert (g.mean, g.std, g.low, g.high) == (250, 25, 150, 350)
     assert (insert.parse("250,25,400,100").low, insert.parse("250,25,400,100").high) == (100, 400)
+    # rounded as bwa mem rounds them, (int)(x + .499): 140.5 -> 140, 400.6 -> 401, 99.7 -> 100
+    assert (insert.parse("100.5,10").low, insert.parse("100.5,10").high) == (60, 140)
+    assert (insert.parse("250,25,400.6,99.7").low, insert.parse("250,25,400.6,99.7").high) == (100, 401)
     short = insert.parse("250")                 # bwa mem's short form: std 10 % of the mean
     assert (short.mean, short.std, short.low, short.high) == (250, 25, 150, 350)
     for bad in ("x", "", "0", "0,5", "250,25,10,100"):
