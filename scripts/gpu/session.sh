@@ -3,7 +3,7 @@
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
 #   bash scripts/gpu/session.sh STEP ...   (default: tests bench ncu map)
 #   steps: tests gpustages bench cand scale ncu ncumap map gpupipe gpumem gpupairpipe gpupairs abpipe spy spystart gpustart firstcalls batchsweep large multigpu
-#          twoproc daskgpu procs
+#          twoproc daskgpu procs gpuprocs
 #          cpus ceiling hostceiling dask daskab daskprof output (each is described where the case below handles it)
 # (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
 # dependencies, see BENCHMARKS.md "Scale-out on Dask")
@@ -250,6 +250,36 @@ print(f'import numba {t1 - t0:.2f} s, numba.cuda {t2 - t1:.2f} s, context {t3 - 
       CUDA_VISIBLE_DEVICES=$vis python3 scripts/bench_gpu_pipeline.py /tmp/map/ecoli_MG1655.fa /tmp/map/r150.fq -t "$(nproc)" \
         --batch-size ${BATCH:-200000} --repeats 2 --devices gpu --workdir /tmp/map --batches "${BATCHES:-}" 2>&1 | grep -v -i warn | tee -a "$OUT/multigpu.md"
     done ;;
+  gpuprocs)
+    # whole `pymap align --device gpu` runs on every visible GPU, MAP_READS reads x REPEAT_SETS (default
+    # 10) on /dev/shm, ROUNDS rounds (default 2): one process on GPU 0 (-t nproc), --processes NGPU (a
+    # worker a GPU), and NGPU independent processes, one a GPU (-t nproc/NGPU), on equal parts of the
+    # reads (the most the worker processes could reach); records of the first two compared
+    ecoli_reads && python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
+    W=/dev/shm/pymap; mkdir -p $W && head -400000 /tmp/map/r150.fq > $W/warm.fq
+    for k in $(seq ${REPEAT_SETS:-10}); do cat /tmp/map/r150.fq; done > $W/many.fq
+    ngpu=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
+    part=$(( ($(wc -l < $W/many.fq) / 4 + ngpu - 1) / ngpu * 4 ))
+    split -l $part -d -a 1 $W/many.fq $W/part_
+    A="python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa --no-progress --device gpu"
+    $A $W/warm.fq -t "$(nproc)" -o $W/warm.sam 2>/dev/null
+    secs() { python3 -c "import time; print(f'{time.time() - $1:.2f}')"; }
+    for round in $(seq ${ROUNDS:-2}); do
+      t0=$(date +%s.%N); CUDA_VISIBLE_DEVICES=0 $A $W/many.fq -t "$(nproc)" -o $W/one.sam 2>/dev/null
+      echo "r$round one GPU, one process: $(secs $t0) s" | tee -a "$OUT/gpuprocs.md"
+      t0=$(date +%s.%N); $A $W/many.fq -t "$(nproc)" --processes $ngpu -o $W/procs.sam 2>$W/procs.log
+      echo "r$round $ngpu GPUs, --processes $ngpu: $(secs $t0) s; $(grep -o 'ready after.*' $W/procs.log)" \
+        | tee -a "$OUT/gpuprocs.md"
+      t0=$(date +%s.%N)
+      for g in $(seq 0 $((ngpu - 1))); do
+        [ -f $W/part_$g ] && CUDA_VISIBLE_DEVICES=$g $A $W/part_$g -t $(( $(nproc) / ngpu )) -o $W/part_$g.sam 2>/dev/null &
+      done
+      wait
+      echo "r$round $ngpu GPUs, independent processes on $ngpu parts: $(secs $t0) s" | tee -a "$OUT/gpuprocs.md"
+    done
+    cmp -s <(grep -v '^@PG' $W/one.sam) <(grep -v '^@PG' $W/procs.sam) && echo "records identical" \
+      | tee -a "$OUT/gpuprocs.md" || echo "RECORDS DIFFER" | tee -a "$OUT/gpuprocs.md"
+    rm -f $W/*.sam $W/part_* ;;
   twoproc)
     # one process's ceiling on one GPU: the warm pipeline on MAP_READS reads in one process (-t nproc), then
     # two processes at once on the two halves (-t nproc/2 each, then -t nproc each): their wall times
