@@ -189,13 +189,14 @@ def _put_cigar(buf, p, cigar, c0, c1):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _put_place(buf, p, pos, ctg_offsets, ctg_names, ctg_name_offsets):
-    """RNAME TAB POS TAB of concatenated-reference position pos; returns (the end, its contig)."""
+def _put_place(buf, p, pos, sep, ctg_offsets, ctg_names, ctg_name_offsets):
+    """RNAME sep POS sep of concatenated-reference position pos (sep: TAB for the record's fields,
+    a comma inside SA); returns (the end, its contig)."""
     ctg = contig_of(ctg_offsets, pos)
     p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[ctg], ctg_name_offsets[ctg + 1])
-    p = _put(buf, p, _TAB)
+    p = _put(buf, p, sep)
     p = _put_int(buf, p, pos - ctg_offsets[ctg] + 1)
-    return _put(buf, p, _TAB), ctg
+    return _put(buf, p, sep), ctg
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -227,13 +228,13 @@ def _records(buf, p, text, r0, r1, rec_read, rec_flag, rec_hit, rec_mapq, rec_re
     byte that one needed). What does not fit is not written: the caller grows buf and calls again
     from that record. The records are written in one call, not a call each: this function's entry
     (its stack frame, set up at every call) cost more than a short record's text."""
+    has_quals = quals.shape[0] > 0
     for r in range(r0, r1):
         begin = p
         high = p
         read = rec_read[r]
         flag = rec_flag[r]
         h = rec_hit[r]
-        has_quals = quals.shape[0] > 0
         rev = False
         if h >= 0:
             rev = h_strand[h] == 1
@@ -248,7 +249,7 @@ def _records(buf, p, text, r0, r1, rec_read, rec_flag, rec_hit, rec_mapq, rec_re
         mate_hit = rec_hit[mate] if mate >= 0 else np.int64(-1)
         if h < 0:
             if mate_hit >= 0:                   # placed at its mapped mate: RNAME, POS of the mate
-                p, mc = _put_place(buf, p, h_start[mate_hit], ctg_offsets, ctg_names, ctg_name_offsets)
+                p, mc = _put_place(buf, p, h_start[mate_hit], _TAB, ctg_offsets, ctg_names, ctg_name_offsets)
                 p = _put(buf, p, _ZERO)
                 p = _put(buf, p, _TAB)
                 p = _put(buf, p, _STAR)
@@ -266,7 +267,7 @@ def _records(buf, p, text, r0, r1, rec_read, rec_flag, rec_hit, rec_mapq, rec_re
                 p = _put_bytes(buf, p, text, k0, k)
         else:
             start = h_start[h]
-            p, ctg = _put_place(buf, p, start, ctg_offsets, ctg_names, ctg_name_offsets)
+            p, ctg = _put_place(buf, p, start, _TAB, ctg_offsets, ctg_names, ctg_name_offsets)
             p = _put_int(buf, p, rec_mapq[r])
             p = _put(buf, p, _TAB)
             c0 = cigar_offsets[r]
@@ -306,12 +307,8 @@ def _records(buf, p, text, r0, r1, rec_read, rec_flag, rec_hit, rec_mapq, rec_re
             if o >= 0:                              # SA:Z:rname,pos,strand,CIGAR,mapQ,NM; of the other part
                 ho = rec_hit[o]
                 so = h_start[ho]
-                co = contig_of(ctg_offsets, so)
                 p = _put_bytes(buf, p, text, _SA, _SA + _TAG)
-                p = _put_bytes(buf, p, ctg_names, ctg_name_offsets[co], ctg_name_offsets[co + 1])
-                p = _put(buf, p, _COMMA)
-                p = _put_int(buf, p, so - ctg_offsets[co] + 1)
-                p = _put(buf, p, _COMMA)
+                p = _put_place(buf, p, so, _COMMA, ctg_offsets, ctg_names, ctg_name_offsets)[0]
                 p = _put(buf, p, _MINUS if h_strand[ho] == 1 else _PLUS)
                 p = _put(buf, p, _COMMA)
                 p = _put_cigar(buf, p, cigar, cigar_offsets[o], cigar_offsets[o + 1])
