@@ -86,6 +86,23 @@ class PartFile:
         os.unlink(self.path)
 
 
+class HeldPart:
+    """Records a worker process holds (pymap.processes): the worker writes them into the output file
+    itself, at the offset the writer reaches, while the writer steps over them. No copy passes
+    through this process."""
+
+    def __init__(self, size, place):
+        self.size, self.place = size, place     # place(offset): have the worker write them there
+
+    def copy_to(self, fh):
+        """Have the part written at fh's position (fh: the open file SamWriter.plain_file names) and
+        step fh past it."""
+        fh.flush()
+        at = fh.tell()
+        self.place(at)
+        fh.seek(at + self.size)
+
+
 def _sendfile(src, fh):
     """Copy all of the file src to fh by sendfile; False, with nothing copied, where fh has no
     descriptor or one that sendfile does not take."""

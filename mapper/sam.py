@@ -216,9 +216,9 @@ class SamWriter:
         self.write(str(header).encode())
 
     def write(self, text):
-        """Append SAM text (bytes), or an outfile.PartFile of SAM text."""
+        """Append SAM text (bytes), or an outfile.PartFile (or HeldPart, into plain_file) of SAM text."""
         try:
-            if isinstance(text, outfile.PartFile):
+            if isinstance(text, (outfile.PartFile, outfile.HeldPart)):
                 text.copy_to(self.fh)
             else:
                 self.fh.write(text)
@@ -228,6 +228,13 @@ class SamWriter:
             self.fh = None
             finish(self.proc, self.path or "stdout")
             raise InputError(f"{self.path or 'stdout'}: htslib stopped reading the output") from None
+
+    @property
+    def plain_file(self):
+        """The temporary file this writer writes plain SAM into, where others may write records at
+        the offsets it steps over (outfile.HeldPart); None for stdout, a device, compressed or
+        sorted output."""
+        return self.tmp if self.proc is None and self.path is not None and not self.in_place else None
 
     def close(self):
         if self.fh is sys.stdout.buffer:

@@ -78,6 +78,27 @@ def test_single_end_same_records_as_one_process(plain, tmp_path, reads):
     assert not [f for f in os.listdir(tmp_path) if f.startswith(".")]        # no scratch left
 
 
+def test_workers_write_a_plain_sam_file_themselves(plain, tmp_path, monkeypatch):
+    """Into a SAM file the workers write their records at the offsets the client steps over
+    (outfile.HeldPart), no part file copied by the client; compressed output takes the part files.
+    The records are those of one process either way."""
+    from pymap import outfile
+    calls = {"held": 0, "part": 0}
+    for cls, key in ((outfile.HeldPart, "held"), (outfile.PartFile, "part")):
+        def counted(self, fh, _copy=cls.copy_to, _key=key):
+            calls[_key] += 1
+            return _copy(self, fh)
+        monkeypatch.setattr(cls, "copy_to", counted)
+    _align(tmp_path / "one.sam", plain)
+    _align(tmp_path / "p.sam", plain, processes=2, batch_size=100, threads=2)
+    assert calls == {"held": 20, "part": 0}
+    assert open(tmp_path / "p.sam", "rb").read() == open(tmp_path / "one.sam", "rb").read()
+    _align(tmp_path / "p.sam.gz", plain, processes=2, batch_size=100, threads=2)
+    assert calls == {"held": 20, "part": 20}
+    assert _body(tmp_path / "p.sam.gz") == _body(tmp_path / "one.sam")
+    assert not [f for f in os.listdir(tmp_path) if f.startswith(".")]
+
+
 def test_pairs_learned_model_and_sorted_output(pairs, tmp_path):
     r1, r2 = pairs
     st1 = _align(tmp_path / "one.bam", r1, r2, sort=True)
@@ -126,6 +147,25 @@ def test_a_killed_worker_stops_the_run(plain, tmp_path, monkeypatch):
     with pytest.raises(WorkerLost, match="worker process 0 ended before its chunks were mapped .killed by SIGKILL"):
         _align(tmp_path / "out.sam", str(big), processes=2, batch_size=20)
     assert time.monotonic() - t < 60
+    assert not os.path.exists(tmp_path / "out.sam")
+    assert not _workers_left()
+
+
+def test_a_worker_killed_holding_records_stops_the_run(plain, tmp_path, monkeypatch):
+    """A worker killed between mapping a chunk and writing it into the output: WorkerLost, no
+    output file."""
+    from pymap import processes
+    place = processes.ProcessRun._place
+
+    def kill_then_place(self, k, offset):
+        victim = self.workers[self.holder[k]]
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.join()
+        place(self, k, offset)
+
+    monkeypatch.setattr(processes.ProcessRun, "_place", kill_then_place)
+    with pytest.raises(WorkerLost, match="worker process [01] ended before its chunks were mapped .killed by SIGKILL"):
+        _align(tmp_path / "out.sam", plain, processes=2, batch_size=100)
     assert not os.path.exists(tmp_path / "out.sam")
     assert not _workers_left()
 
