@@ -189,6 +189,7 @@ class ProcessRun(chunks.ChunkedRun):
         self.workers, self.conns, self.orders, self.ready = [], [], [], {}
         self.open_conns, self.finished = [], False
         self.place_path, self.holder, self.placed = None, {}, 0
+        self.lost_lock = threading.Lock()
         self.n = n = options.processes
         self.reference, opts, index_path = chunks.client_load(ref_path, options, index_path)
         per_worker = dataclasses.replace(opts, processes=1, progress=False, threads=opts.process_threads)
@@ -276,8 +277,10 @@ class ProcessRun(chunks.ChunkedRun):
             raise self._lost(w) from None
 
     def _lost(self, k):
-        """WorkerLost for worker k, which has ended unasked."""
-        self.workers[k].join(5)
+        """WorkerLost for worker k, which has ended unasked. One thread at a time reads how it ended:
+        a forkserver's child reports that once, and a second reader would see 255."""
+        with self.lost_lock:
+            self.workers[k].join(5)
         return WorkerLost(f"worker process {k} ended before its chunks were mapped ({_ended(self.workers[k])})")
 
     def _receive(self, done):
