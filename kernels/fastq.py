@@ -28,6 +28,28 @@ def count_newlines(arr, a, b):
 
 
 @njit(cache=True, nogil=True)
+def line_ends_every(arr, n, need, every, ends):
+    """Into ends, the index just after the need-th newline of arr[:n] and after every `every`-th
+    newline from there; returns (how many, newlines still needed past arr[:n]). Blocks holding no
+    such newline are only counted (vectorised)."""
+    k = 0
+    for a in range(0, n, 4096):
+        b = min(a + 4096, n)
+        c = count_newlines(arr, a, b)
+        if c < need:
+            need -= c
+            continue
+        for j in range(a, b):
+            if arr[j] == 10:
+                need -= 1
+                if need == 0:
+                    ends[k] = j + 1
+                    k += 1
+                    need = every
+    return k, need
+
+
+@njit(cache=True, nogil=True)
 def after_newline(arr, a, k):
     """The index just after the k-th (1-based) newline of arr[a:], which must hold k."""
     j = a

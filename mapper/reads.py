@@ -9,7 +9,7 @@ import numpy as np
 from pymap.kernels.encoding import ASCII_TO_CODE
 from pymap.kernels.threads import ordered_map
 from pymap.kernels.fastq import (BAD_HEADER, LENGTHS_DIFFER, NO_NAME, NO_PLUS, after_newline, count_newlines,
-                                 gather_records, scan_records)
+                                 gather_records, line_ends_every, scan_records)
 from pymap.batch import ReadBatch
 from pymap.errors import InputError
 
@@ -112,21 +112,17 @@ def fastq_spans(path, records):
 
 
 def _spans(path, start, lines):
-    with open(path, "rb") as fh:
+    buf = np.empty(SPAN_BYTES, np.uint8)      # one buffer read into again and again: no page faults
+    ends = np.empty(SPAN_BYTES // lines + 1, np.int64)
+    with open(path, "rb", buffering=0) as fh:
         fh.seek(start)
         pos, need = start, lines              # need: newlines still to pass for the open range
-        while True:
-            data = fh.read(SPAN_BYTES)
-            if not data:
-                break
-            nl = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)
-            at = need - 1
-            while at < nl.size:
-                end = pos + int(nl[at]) + 1
+        while got := fh.readinto(buf):
+            k, need = line_ends_every(buf, got, need, lines, ends)
+            for end in (ends[:k] + pos).tolist():
                 yield start, end, False
-                start, at = end, at + lines
-            need = at - nl.size + 1
-            pos += len(data)
+                start = end
+            pos += got
         fh.seek(start)
         while fh.tell() < pos:                # what follows the last whole range: none if blank
             if fh.read(SPAN_BYTES).strip():
