@@ -226,6 +226,24 @@ def test_fastq_spans_read_as_read_batches(tmp_path, monkeypatch, data, chunk):
         assert all(len(b) == size for b in batches[:-1])
 
 
+def test_line_ends_every_across_blocks():
+    """The scan's kernel counts newlines a 4096-byte block at a time and looks into a block only
+    where a wanted newline lies: its line ends are NumPy's, whatever the block boundaries."""
+    from pymap.kernels.fastq import line_ends_every
+    rng = np.random.default_rng(7)
+    for n, p in ((20000, 0.02), (13000, 0.0005), (9000, 0.3)):
+        buf = np.where(rng.random(n) < p, 10, 65).astype(np.uint8)
+        nl = np.flatnonzero(buf == 10) + 1
+        for need, every in ((1, 1), (3, 4), (40, 40), (7, 800), (nl.size + 5, 9)):
+            ends = np.empty(n // every + 1, np.int64)
+            for m in (n, n - 4096, 4097):
+                k, left = line_ends_every(buf, m, need, every, ends)
+                want = nl[nl <= m][need - 1::every]
+                assert list(ends[:k]) == list(want)
+                seen = int((nl <= m).sum())
+                assert left == (need - seen if seen < need else every - (seen - need) % every)
+
+
 @pytest.mark.parametrize("data", [
     b"@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nIII\n@r3\nA\n+\nI\n",
     b"@r1\nACGT\n+\nIIII\n@r2\nAC\n",
