@@ -9,11 +9,11 @@ gives it once the chunks before it are sized; other outputs take the workers' pa
 order. The records are those of one process. With --device gpu, worker k uses GPU k mod the GPUs
 visible.
 
-What it buys (BENCHMARKS.md, seventeenth session): on the CPU, a process a core instead of one
-process's threads (16 cores: 2 M reads in 4.2 s against 5.4 s; one process's threads share
-Python's lock for the glue between kernels, not separated from other causes); on two GPUs, a process per GPU
-rather than one process driving both (1.3x one GPU). On one GPU, several processes are no faster
-than one. Each process holds its own reference and pipeline, so memory grows with N.
+What it buys (BENCHMARKS.md, seventeenth and twenty-ninth sessions): on the CPU, a process a core
+instead of one process's threads (16 cores: 2 M reads in 4.2 s against 5.4 s; one process's threads
+share Python's lock for the glue between kernels); on two GPUs, a process per GPU rather than one
+process driving both (1.2-1.3x one GPU); on one GPU, two processes rather than one (1.2x on an H100
+host of 16 cores). Each process holds its own reference and pipeline, so memory grows with N.
 """
 import dataclasses
 import functools
