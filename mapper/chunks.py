@@ -6,7 +6,8 @@ of workers, and a chunk's records are a pure function of it, so the output is th
 it. The client loads only the reference and makes sure the index is saved; workers load the saved
 index. Where workers see the client's files, a chunk of plain FASTQ files is sent as byte ranges that
 the worker reads and parses itself (FileChunk), and its records come back as a part file in a
-scratch directory beside the output, which the writer copies to the output in order. Otherwise
+scratch directory beside the output, which the writer copies to the output in order (worker
+processes of this machine write a plain SAM output themselves: pymap.processes). Otherwise
 (gzip or FASTA reads, stdin) the client parses the chunk and sends the arrays.
 """
 import contextlib
