@@ -15,6 +15,10 @@ class InputError(PymapError):
     """Malformed or unreadable FASTA/FASTQ/pair input."""
 
 
+class OutputError(PymapError):
+    """The output could not be written (the disk full, a device that refuses it)."""
+
+
 class IndexMismatch(PymapError):
     """The index was built from another reference or with another format version."""
 

@@ -55,7 +55,7 @@ def _work(run, gpu, tasks, stop, conn, orders):
     the shared queue on options.batches threads until each thread gets a None, or any task once `stop`
     (a shared byte) is set. A chunk to hold keeps its SAM text here and reports its size; a thread of
     its own writes it into the output file when the client names the offset (orders: (k, path,
-    offset), then None). Messages back on this worker's connection: ("ready", None, the stages on a
+    offset, the output's name), then None). Messages back on this worker's connection: ("ready", None, the stages on a
     GPU, time), ("done", k, result), ("placed", k, None) and ("failed", k or None, exception, its
     traceback)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)        # the client stops the workers
@@ -70,6 +70,7 @@ def _work(run, gpu, tasks, stop, conn, orders):
     ref_path, options, index_path, paired = run
     try:
         from pymap import api
+        from pymap.sam import cannot_write
         pipe = api.make_pipeline(ref_path, options, index_path, paired=paired)
     except BaseException as exc:
         send(("failed", None, *_portable(exc)))
@@ -98,12 +99,14 @@ def _work(run, gpu, tasks, stop, conn, orders):
         fd = None
         try:
             while (order := orders.recv()) is not None:
-                k, path, offset = order
+                k, path, offset, name = order
                 try:
                     if fd is None:
                         fd = os.open(path, os.O_WRONLY)
                     _write_at(fd, held.pop(k), offset)
                     send(("placed", k, None))
+                except OSError as exc:
+                    send(("failed", k, *_portable(cannot_write(name, exc))))
                 except BaseException as exc:
                     send(("failed", k, *_portable(exc)))
         except EOFError:
@@ -188,7 +191,8 @@ class ProcessRun(chunks.ChunkedRun):
         self.stats = self.tally.stats
         self.workers, self.conns, self.orders, self.ready = [], [], [], {}
         self.open_conns, self.finished = [], False
-        self.place_path, self.holder, self.placed = None, {}, 0
+        self.place_path = self.place_name = None
+        self.holder, self.placed = {}, 0
         self.lost_lock = threading.Lock()
         self.n = n = options.processes
         self.reference, opts, index_path = chunks.client_load(ref_path, options, index_path)
@@ -224,7 +228,7 @@ class ProcessRun(chunks.ChunkedRun):
         their records into it themselves (outfile.HeldPart) rather than as part files this process
         copies (6.7 s of system time for 20 M reads, a quarter of the run, on two GPUs)."""
         writer = super().writer(out, header, ref_path)
-        self.place_path = getattr(writer, "plain_file", None)
+        self.place_path, self.place_name = getattr(writer, "plain_file", None), out
         return writer
 
     def sam_batches(self, reads_path, mates_path, header):
@@ -272,7 +276,7 @@ class ProcessRun(chunks.ChunkedRun):
         """Have the worker holding chunk k write its records into the output at offset."""
         w = self.holder.pop(k)
         try:
-            self.orders[w].send((k, self.place_path, offset))
+            self.orders[w].send((k, self.place_path, offset, self.place_name))
         except OSError:
             raise self._lost(w) from None
 

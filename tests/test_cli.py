@@ -290,6 +290,16 @@ def test_missing_files(ref, tmp_path):
     assert_error(pymap("index", tmp_path / "nope.fa"), 1, "no such file")
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_a_full_disk_is_one_error_line(ref):
+    """An output that cannot be written (a full disk) is the user's to fix, not an internal error."""
+    assert_error(pymap("align", ref, EX_READS, "-o", "/dev/full"), 1, "/dev/full: cannot write (No space left")
+    with open("/dev/full", "wb") as full:
+        res = subprocess.run([sys.executable, "-m", "pymap.cli", "align", str(ref), EX_READS], stdout=full,
+                             stderr=subprocess.PIPE, timeout=300)
+    assert_error(res, 1, "stdout: cannot write (No space left")
+
+
 @pytest.mark.parametrize("content,words", [
     (b"@r1\nACGT\n+\nIII\n", ["lengths differ"]),
     (b"@r1\nACGTACGTACGTACGTACGT\n+\nIIIIIIIIIIIIIIIIIIII\n@r2\nACG", ["truncated"]),

@@ -12,7 +12,7 @@ import pysam
 import pytest
 
 from pymap import api, cli
-from pymap.errors import InputError, UsageError, WorkerLost
+from pymap.errors import InputError, OutputError, UsageError, WorkerLost
 from pymap.options import AlignOptions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -165,6 +165,31 @@ def test_a_worker_killed_holding_records_stops_the_run(plain, tmp_path, monkeypa
     with pytest.raises(WorkerLost, match="worker process [01] ended before its chunks were mapped .killed by SIGKILL"):
         _align(tmp_path / "out.sam", plain, processes=2, batch_size=100)
     assert not os.path.exists(tmp_path / "out.sam")
+    assert not _workers_left()
+
+
+def test_a_held_part_that_cannot_be_written_is_one_output_error(plain, tmp_path, monkeypatch):
+    """A worker that cannot write its records into the output: one error naming the output, no
+    file, no worker left."""
+    from pymap import processes
+    place = processes.ProcessRun._place
+
+    def place_elsewhere(self, k, offset):
+        self.place_path = str(tmp_path / "gone" / "out.sam.part")
+        place(self, k, offset)
+
+    monkeypatch.setattr(processes.ProcessRun, "_place", place_elsewhere)
+    with pytest.raises(OutputError, match=r"out.sam: cannot write \(No such file or directory\)"):
+        _align(tmp_path / "out.sam", plain, processes=2, batch_size=100)
+    assert not os.path.exists(tmp_path / "out.sam")
+    assert not _workers_left()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_full_disk_is_one_output_error(plain, processes):
+    with pytest.raises(OutputError, match=r"^/dev/full: cannot write \(No space left on device\)$"):
+        _align("/dev/full", plain, processes=processes, batch_size=500)
     assert not _workers_left()
 
 
