@@ -238,19 +238,24 @@ def _options(args, **extra):
 def _output(path):
     """stdout, or a file that appears only when complete (pymap.outfile)."""
     if not path or path == "-":
-        yield sys.stdout.buffer
-        sys.stdout.buffer.flush()
+        out = outfile.Written(sys.stdout.buffer, path)
+        yield out
+        out.flush()
         return
     if os.path.isdir(path):
         raise UsageError(f"{path}: is a directory")
     if outfile.in_place(path):
         with open(path, "wb") as fh:
-            yield fh
+            out = outfile.Written(fh, path)
+            yield out
+            out.flush()
         return
     tmp = outfile.temporary(path)
     try:
         with open(tmp, "wb") as fh:
-            yield fh
+            out = outfile.Written(fh, path)
+            yield out
+            out.flush()
         outfile.publish(tmp, path)
     except BaseException:
         outfile.discard(tmp)

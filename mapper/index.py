@@ -30,6 +30,7 @@ import numpy as np
 
 from pymap import __version__
 from pymap.errors import IndexCorrupt, IndexMismatch, UsageError
+from pymap.outfile import cannot_write
 
 MAGIC = b"PYMAPIDX"
 FORMAT_VERSION = 2
@@ -94,6 +95,8 @@ def save_index(path, meta, arrays):
     tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp{os.getpid()}")
     if os.path.isdir(path) or not os.path.isdir(directory):
         raise UsageError(f"{path}: cannot write ({'a directory' if os.path.isdir(path) else 'no such directory'})")
+    if os.path.exists(path) and not os.path.isfile(path):     # renamed over, a device would be replaced
+        raise UsageError(f"{path}: cannot write an index there (not a regular file)")
     try:
         with open(tmp, "wb") as fh:
             fh.write(prelude)
@@ -112,11 +115,13 @@ def save_index(path, meta, arrays):
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError):
+            raise cannot_write(path, exc) from None
         raise
 
 

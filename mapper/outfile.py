@@ -4,7 +4,7 @@ import os
 import shutil
 import tempfile
 
-from pymap.errors import UsageError
+from pymap.errors import OutputError, UsageError
 
 
 def _umask():
@@ -68,6 +68,33 @@ def discard(*names):
     for name in names:
         if name and os.path.exists(name):
             os.unlink(name)
+
+
+def cannot_write(path, exc):
+    """OutputError for an OSError while writing the output `path` (None or '-': stdout)."""
+    return OutputError(f"{path if path and path != '-' else 'stdout'}: cannot write ({exc.strerror or exc})")
+
+
+class Written:
+    """A file object whose writes that fail (a full disk) raise cannot_write's OutputError; a closed
+    pipe stays BrokenPipeError."""
+
+    def __init__(self, fh, path):
+        self.fh, self.path = fh, path
+
+    def write(self, data):
+        return self._guarded(self.fh.write, data)
+
+    def flush(self):
+        self._guarded(self.fh.flush)
+
+    def _guarded(self, call, *args):
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise cannot_write(self.path, exc) from None
 
 
 class PartFile:

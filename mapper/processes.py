@@ -70,7 +70,6 @@ def _work(run, gpu, tasks, stop, conn, orders):
     ref_path, options, index_path, paired = run
     try:
         from pymap import api
-        from pymap.sam import cannot_write
         pipe = api.make_pipeline(ref_path, options, index_path, paired=paired)
     except BaseException as exc:
         send(("failed", None, *_portable(exc)))
@@ -106,7 +105,7 @@ def _work(run, gpu, tasks, stop, conn, orders):
                     _write_at(fd, held.pop(k), offset)
                     send(("placed", k, None))
                 except OSError as exc:
-                    send(("failed", k, *_portable(cannot_write(name, exc))))
+                    send(("failed", k, *_portable(outfile.cannot_write(name, exc))))
                 except BaseException as exc:
                     send(("failed", k, *_portable(exc)))
         except EOFError:

@@ -19,7 +19,7 @@ import tempfile
 import pysam
 
 from pymap import __version__, outfile
-from pymap.errors import InputError, OutputError, UsageError
+from pymap.errors import InputError, UsageError
 
 FORMATS = {".sam": "sam", ".sam.gz": "sam.gz", ".sam.bgz": "sam.gz", ".bam": "bam", ".cram": "cram"}
 #: the compression levels by default: an unsorted stream is most often an intermediate (sorted or
@@ -157,11 +157,6 @@ def finish(proc, what):
         raise InputError(f"{what}: htslib failed: {reason}")
 
 
-def cannot_write(path, exc):
-    """OutputError for an OSError while writing the output `path` (None: stdout)."""
-    return OutputError(f"{path or 'stdout'}: cannot write ({exc.strerror or exc})")
-
-
 class SamWriter:
     """Writes the header and then SAM text batches, to stdout or to a file in the format of its
     extension: .sam, .sam.gz (BGZF), .bam, .cram (with the reference). sort=True: coordinate-sorted,
@@ -234,7 +229,7 @@ class SamWriter:
             finish(self.proc, self.path or "stdout")
             raise InputError(f"{self.path or 'stdout'}: htslib stopped reading the output") from None
         except OSError as exc:
-            raise cannot_write(self.path, exc) from None
+            raise outfile.cannot_write(self.path, exc) from None
 
     @property
     def plain_file(self):
@@ -252,7 +247,7 @@ class SamWriter:
         except BrokenPipeError:
             raise
         except OSError as exc:
-            raise cannot_write(self.path, exc) from None
+            raise outfile.cannot_write(self.path, exc) from None
         self.fh = None
         if self.proc is not None:
             try:

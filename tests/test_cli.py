@@ -125,6 +125,9 @@ def test_index_threads_must_not_be_negative(ref, tmp_path):
 def test_index_to_a_path_it_cannot_write(ref, tmp_path):
     assert_error(pymap("index", ref, "-o", tmp_path / "nowhere" / "x.idx"), 2, "cannot write", "no such directory")
     assert_error(pymap("index", ref, "-o", tmp_path), 2, "cannot write", "a directory")
+    if os.path.exists("/dev/full"):             # a device is not replaced by the index renamed over it
+        assert_error(pymap("index", ref, "-o", "/dev/full"), 2, "/dev/full: cannot write an index there")
+        assert not os.path.isfile("/dev/full")
 
 
 BAD_FILTERS = """
@@ -296,6 +299,11 @@ def test_a_full_disk_is_one_error_line(ref):
     assert_error(pymap("align", ref, EX_READS, "-o", "/dev/full"), 1, "/dev/full: cannot write (No space left")
     with open("/dev/full", "wb") as full:
         res = subprocess.run([sys.executable, "-m", "pymap.cli", "align", str(ref), EX_READS], stdout=full,
+                             stderr=subprocess.PIPE, timeout=300)
+    assert_error(res, 1, "stdout: cannot write (No space left")
+    assert_error(pymap("count", "-k", "21", ref, "-o", "/dev/full"), 1, "/dev/full: cannot write (No space left")
+    with open("/dev/full", "wb") as full:
+        res = subprocess.run([sys.executable, "-m", "pymap.cli", "count", "-k", "21", str(ref)], stdout=full,
                              stderr=subprocess.PIPE, timeout=300)
     assert_error(res, 1, "stdout: cannot write (No space left")
 
