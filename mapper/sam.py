@@ -334,11 +334,14 @@ class SortedPartsWriter:
         """Keep a sorted BAM chunk (bytes, or an outfile.PartFile moved here by name) as a part."""
         part = outfile.temporary(self.where, ".bam.part")
         self.parts.append(part)
-        if isinstance(sorted_bam, outfile.PartFile):
-            os.replace(sorted_bam.path, part)
-        else:
-            with open(part, "wb") as fh:
-                fh.write(sorted_bam)
+        try:
+            if isinstance(sorted_bam, outfile.PartFile):
+                os.replace(sorted_bam.path, part)
+            else:
+                with open(part, "wb") as fh:
+                    fh.write(sorted_bam)
+        except OSError as exc:
+            raise outfile.cannot_write(self.path, exc) from None
         if len(self.parts) >= self.MAX_PARTS:
             merged = outfile.temporary(self.where, ".bam.part")
             self._merge(self.parts, merged, hts_format("bam", 1))
