@@ -238,24 +238,19 @@ def _options(args, **extra):
 def _output(path):
     """stdout, or a file that appears only when complete (pymap.outfile)."""
     if not path or path == "-":
-        out = outfile.Written(sys.stdout.buffer, path)
-        yield out
-        out.flush()
+        with outfile.Written(sys.stdout.buffer, path, owned=False) as out:
+            yield out
         return
     if os.path.isdir(path):
         raise UsageError(f"{path}: is a directory")
     if outfile.in_place(path):
-        with open(path, "wb") as fh:
-            out = outfile.Written(fh, path)
+        with outfile.Written(open(path, "wb"), path) as out:
             yield out
-            out.flush()
         return
     tmp = outfile.temporary(path)
     try:
-        with open(tmp, "wb") as fh:
-            out = outfile.Written(fh, path)
+        with outfile.Written(open(tmp, "wb"), path) as out:
             yield out
-            out.flush()
         outfile.publish(tmp, path)
     except BaseException:
         outfile.discard(tmp)

@@ -76,17 +76,30 @@ def cannot_write(path, exc):
 
 
 class Written:
-    """A file object whose writes that fail (a full disk) raise cannot_write's OutputError; a closed
-    pipe stays BrokenPipeError."""
+    """The open file fh, as a context manager whose writes that fail (a full disk) raise
+    cannot_write's OutputError, a closed pipe staying BrokenPipeError. At the block's end fh is
+    flushed and, when owned, closed, with the same errors; after an error in the block it is closed
+    without a second one."""
 
-    def __init__(self, fh, path):
-        self.fh, self.path = fh, path
+    def __init__(self, fh, path, owned=True):
+        self.fh, self.path, self.owned = fh, path, owned
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if kind is None:
+            self._guarded(self.fh.flush)
+            if self.owned:
+                self._guarded(self.fh.close)
+        elif self.owned:
+            try:
+                self.fh.close()             # its buffer's flush may fail as the block's write did
+            except OSError:
+                pass
 
     def write(self, data):
         return self._guarded(self.fh.write, data)
-
-    def flush(self):
-        self._guarded(self.fh.flush)
 
     def _guarded(self, call, *args):
         try:

@@ -55,9 +55,9 @@ def _work(run, gpu, tasks, stop, conn, orders):
     the shared queue on options.batches threads until each thread gets a None, or any task once `stop`
     (a shared byte) is set. A chunk to hold keeps its SAM text here and reports its size; a thread of
     its own writes it into the output file when the client names the offset (orders: (k, path,
-    offset, the output's name), then None). Messages back on this worker's connection: ("ready", None, the stages on a
-    GPU, time), ("done", k, result), ("placed", k, None) and ("failed", k or None, exception, its
-    traceback)."""
+    offset, the output's name), then None). Messages back on this worker's connection: ("ready",
+    None, the stages on a GPU, time), ("done", k, result), ("placed", k, None) and ("failed", k or
+    None, exception, its traceback)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)        # the client stops the workers
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu         # before anything starts CUDA here

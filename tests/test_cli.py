@@ -294,9 +294,13 @@ def test_missing_files(ref, tmp_path):
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
-def test_a_full_disk_is_one_error_line(ref):
-    """An output that cannot be written (a full disk) is the user's to fix, not an internal error."""
+def test_a_full_disk_is_one_error_line(ref, tmp_path):
+    """An output that cannot be written (a full disk) is the user's to fix, not an internal error;
+    also where the output is small enough to stay in the file's buffer until it is closed."""
     assert_error(pymap("align", ref, EX_READS, "-o", "/dev/full"), 1, "/dev/full: cannot write (No space left")
+    tiny = tmp_path / "tiny.fa"
+    tiny.write_text(">a\nACGTACGTACGTACGTACGTACGTA\n")
+    assert_error(pymap("count", "-k", "21", tiny, "-o", "/dev/full"), 1, "/dev/full: cannot write (No space left")
     with open("/dev/full", "wb") as full:
         res = subprocess.run([sys.executable, "-m", "pymap.cli", "align", str(ref), EX_READS], stdout=full,
                              stderr=subprocess.PIPE, timeout=300)
