@@ -75,11 +75,21 @@ def cannot_write(path, exc):
     return OutputError(f"{path if path and path != '-' else 'stdout'}: cannot write ({exc.strerror or exc})")
 
 
+def guarded(path, call, *args):
+    """call(*args), a write, flush or close of the output `path`: an OSError (a full disk) as
+    cannot_write's OutputError, a closed pipe staying BrokenPipeError."""
+    try:
+        return call(*args)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
+
+
 class Written:
-    """The open file fh, as a context manager whose writes that fail (a full disk) raise
-    cannot_write's OutputError, a closed pipe staying BrokenPipeError. At the block's end fh is
-    flushed and, when owned, closed, with the same errors; after an error in the block it is closed
-    without a second one."""
+    """The open file fh, as a context manager whose writes are guarded (a full disk: one
+    OutputError). At the block's end fh is flushed and, when owned, closed, guarded too; after an
+    error in the block it is closed without a second one."""
 
     def __init__(self, fh, path, owned=True):
         self.fh, self.path, self.owned = fh, path, owned
@@ -89,9 +99,9 @@ class Written:
 
     def __exit__(self, kind, exc, tb):
         if kind is None:
-            self._guarded(self.fh.flush)
+            guarded(self.path, self.fh.flush)
             if self.owned:
-                self._guarded(self.fh.close)
+                guarded(self.path, self.fh.close)
         elif self.owned:
             try:
                 self.fh.close()             # its buffer's flush may fail as the block's write did
@@ -99,15 +109,7 @@ class Written:
                 pass
 
     def write(self, data):
-        return self._guarded(self.fh.write, data)
-
-    def _guarded(self, call, *args):
-        try:
-            return call(*args)
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise cannot_write(self.path, exc) from None
+        return guarded(self.path, self.fh.write, data)
 
 
 class PartFile:

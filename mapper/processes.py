@@ -263,7 +263,7 @@ class ProcessRun(chunks.ChunkedRun):
                 self._receive(done)
             records, stats, slack, notes, _ = done.pop(taken)
             records = self.take(records, stats, slack, notes)
-            yield outfile.HeldPart(records, functools.partial(self._place, taken)) if isinstance(records, int) \
+            yield outfile.HeldPart(records, functools.partial(self._place, taken)) if self.place_path is not None \
                 else records
             taken += 1
         while self.place_path is not None and self.placed < taken:

@@ -239,15 +239,10 @@ class SamWriter:
         return self.tmp if self.proc is None and self.path is not None and not self.in_place else None
 
     def close(self):
-        try:
-            if self.fh is sys.stdout.buffer:
-                self.fh.flush()
-                return
-            self.fh.close()
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise outfile.cannot_write(self.path, exc) from None
+        if self.fh is sys.stdout.buffer:
+            outfile.guarded(self.path, self.fh.flush)
+            return
+        outfile.guarded(self.path, self.fh.close)
         self.fh = None
         if self.proc is not None:
             try:
