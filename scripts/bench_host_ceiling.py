@@ -10,8 +10,10 @@ from waiting for a core (only the wall time grows).
 
     python scripts/bench_host_ceiling.py --procs 1,8,16 --work compute,memory,pymap --ref REF --reads R.fq
 
-Work: "compute" (an integer hash loop in registers: clock speed only), "memory" (random 8-byte reads
-from a 1 GiB array per process: DRAM latency and bandwidth), "pymap" (map READS with -t 1, as one
+Work: "compute" (an integer hash loop in registers, one dependent chain: clock speed only), "ilp" (eight
+independent chains of it: the core's multipliers kept busy every cycle, which two hardware threads of one
+physical core would share), "simd" (multiply-adds over a 16 KiB array that stays in L1: the vector units,
+likewise), "memory" (random 8-byte reads from a 1 GiB array per process: DRAM latency and bandwidth), "pymap" (map READS with -t 1, as one
 `--dask local:N` worker maps its chunks: one thread, one batch at a time; --batch-size its reads a
 batch). For pymap a second table gives each stage's seconds (the run's summary keys) alone and
 together: which stage the shared memory system slows.
@@ -38,6 +40,42 @@ def _compute_kernel():
             x += np.uint64(i)
         return x
     return lambda: mix(150_000_000)
+
+
+def _ilp_kernel():
+    import numba
+
+    @numba.njit(cache=True)
+    def mix8(n):
+        m = np.uint64(0xBF58476D1CE4E5B9)
+        a = b = c = d = e = f = g = h = np.uint64(0x9E3779B97F4A7C15)
+        for i in range(n):
+            k = np.uint64(i)
+            a = (a ^ (a >> np.uint64(31))) * m + k
+            b = (b ^ (b >> np.uint64(29))) * m + k
+            c = (c ^ (c >> np.uint64(27))) * m + k
+            d = (d ^ (d >> np.uint64(25))) * m + k
+            e = (e ^ (e >> np.uint64(23))) * m + k
+            f = (f ^ (f >> np.uint64(21))) * m + k
+            g = (g ^ (g >> np.uint64(19))) * m + k
+            h = (h ^ (h >> np.uint64(17))) * m + k
+        return a ^ b ^ c ^ d ^ e ^ f ^ g ^ h
+    return lambda: mix8(60_000_000)
+
+
+def _simd_kernel():
+    import numba
+
+    @numba.njit(cache=True, fastmath=True)
+    def fma(x, rounds):
+        total = np.float32(0)
+        for _ in range(rounds):
+            for i in range(x.shape[0]):
+                x[i] = x[i] * np.float32(0.999) + np.float32(0.001)
+            total += x[0]
+        return total
+    x = np.ones(4096, np.float32)                       # 16 KiB: in L1
+    return lambda: fma(x, 1_500_000)
 
 
 def _memory_kernel():
@@ -75,7 +113,7 @@ def _pymap_work(ref, reads, batch_size):
 
 
 def child(args):
-    work = {"compute": _compute_kernel, "memory": _memory_kernel,
+    work = {"compute": _compute_kernel, "ilp": _ilp_kernel, "simd": _simd_kernel, "memory": _memory_kernel,
             "pymap": lambda: _pymap_work(args.ref, args.reads, args.batch_size)}[args.child]()
     work()                                          # warm: compiles or cache loads, first touches
     print("ready", flush=True)
