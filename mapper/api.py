@@ -14,7 +14,7 @@ import zlib
 import numpy as np
 
 from pymap import jitcache, plugins
-from pymap.errors import IndexCorrupt, IndexMismatch, InputError, UsageError
+from pymap.errors import IndexCorrupt, IndexMismatch, IndexNotOnDisk, InputError, UsageError
 from pymap.index import REBUILD_HINT
 from pymap.kernels.threads import ahead, ordered_map, quick_switching
 from pymap.options import AlignOptions
@@ -274,6 +274,10 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
     from pymap.sam import SamWriter, make_header, output_format
     options = _own_copy(options)
     t0 = time.perf_counter()
+    auto, given_batches = options.processes == "auto", options.batches
+    if auto:
+        from pymap.processes import auto_count
+        options.processes = auto_count(options.device, options.threads, [reads_path, mates_path], options.dask)
     options.validate()
     if mates_path is not None and options.interleaved:
         raise UsageError("give either two read files or -p/--interleaved with one")
@@ -284,7 +288,14 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
         run = DaskRun(options.dask, ref_path, options, index_path, paired)
     elif options.processes > 1:
         from pymap.processes import ProcessRun
-        run = ProcessRun(ref_path, options, index_path, paired)
+        try:
+            run = ProcessRun(ref_path, options, index_path, paired)
+        except IndexNotOnDisk:
+            if not auto:
+                raise
+            # an index that cannot be saved: the run maps in this process, as auto would have chosen
+            options = dataclasses.replace(options, processes=1, batches=given_batches).validate()
+            run = LocalRun(ref_path, options, index_path, paired)
     else:
         run = LocalRun(ref_path, options, index_path, paired)
     note_unusual_names(run.reference.names, ref_path)

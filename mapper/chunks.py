@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from pymap.errors import InputError
+from pymap.errors import IndexNotOnDisk
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +59,7 @@ def client_load(ref_path, options, index_path):
     path = os.path.abspath(api.index_file(seeder, reference, ref_path, index_path))
     api.open_index(seeder, reference, ref_path, index_path, verify=False)
     if not os.path.exists(path):
-        raise InputError(f"{path}: the index could not be saved, and the workers need it on disk")
+        raise IndexNotOnDisk(f"{path}: the index could not be saved, and the workers need it on disk")
     return reference, options, path
 
 

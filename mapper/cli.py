@@ -62,6 +62,15 @@ def _edits(text):
     return value
 
 
+def _processes(text):
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--processes: {text!r} is neither a number nor 'auto'") from None
+
+
 def _add_stage_args(p, mapping=True):
     """The options of the pipeline's stages; without mapping, only those of seeding (`candidates`)."""
     p.add_argument("--seeder", help="seeder plugin (default: neighborhood up to 100 Mbp, minimizer above)")
@@ -149,10 +158,11 @@ def build_parser():
                         "threads; at least 2, 1 with -t 1); the output does not depend on it")
     p.add_argument("--dask", metavar="local:N|tcp://HOST:PORT",
                    help="map on a Dask cluster: N local worker processes, or a running scheduler")
-    p.add_argument("--processes", type=int, metavar="N", default=1,
+    p.add_argument("--processes", type=_processes, metavar="N|auto", default="auto",
                    help="map in N worker processes of this machine sharing the threads (with --device gpu "
                         "spread over the GPUs), --batches in each; the output does not depend on it "
-                        "(default: 1, this process)")
+                        "(default: auto, worker processes for --device gpu on 1 GiB or more of plain FASTQ, "
+                        "two a GPU with 16 threads a GPU; else 1, this process)")
 
     p = sub.add_parser("filter", help="run a pre-alignment filter on a pair file")
     p.add_argument("pairs", help="one pair per line: read TAB reference segment (same length); - for stdin")
@@ -257,11 +267,20 @@ def _output(path):
         raise
 
 
+def _may_take_processes(args):
+    """Whether an align command may map in worker processes: --processes N > 1, or "auto" where
+    pymap.processes.may_take_workers holds (pymap.api.align decides)."""
+    if args.processes != "auto":
+        return args.processes > 1
+    from pymap.processes import may_take_workers
+    return may_take_workers(args.device, [args.reads, args.mates], args.dask)
+
+
 def run(args, argv):
     if args.command == "align" and args.dask:
         from pymap.distributed import start_local_server
         start_local_server(args.dask)       # it imports pymap while this process does
-    elif args.command == "align" and args.processes > 1:
+    elif args.command == "align" and _may_take_processes(args):
         from pymap.processes import start_server
         start_server()                      # likewise
     jitcache.prepare_numba()

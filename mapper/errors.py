@@ -15,6 +15,10 @@ class InputError(PymapError):
     """Malformed or unreadable FASTA/FASTQ/pair input."""
 
 
+class IndexNotOnDisk(InputError):
+    """Worker processes need the index saved, and it could not be (pymap.chunks.client_load)."""
+
+
 class OutputError(PymapError):
     """The output could not be written (the disk full, a device that refuses it)."""
 

@@ -77,7 +77,9 @@ class AlignOptions:
     htslib's default). dask: None (one process), "local:N" (a local cluster of N worker
     processes), "tcp://HOST:PORT" (a running scheduler) or a distributed.Client.
     processes: worker processes on this machine that map the input's chunks, sharing the threads and
-    batches side by side (pymap.processes; with device "gpu" spread over the GPUs); 1 maps here.
+    batches side by side (pymap.processes; with device "gpu" spread over the GPUs); 1 maps here;
+    "auto" (default): worker processes for a GPU run of a large plain FASTQ input (api.align decides,
+    pymap.processes.auto_count), else 1.
     device: "cpu", "gpu" or "auto" (the GPU when one is usable) for every stage that has a device
     option (seeder, filter, extender); None leaves each stage at its own default.
     extender: None picks the scoring extender "affine" (bwa-mem scores, clipping), or the
@@ -109,7 +111,7 @@ class AlignOptions:
     level: int = None
     dask: object = None
     device: str = None
-    processes: int = 1
+    processes: object = "auto"   # an int, or "auto": see pymap.processes.auto_count
 
     def validate(self):
         self._check_types()
@@ -133,8 +135,10 @@ class AlignOptions:
             self.batch_size = GPU_BATCH_SIZE if self.device == "gpu" else BATCH_SIZE
         if not (1 <= self.batch_size <= 10_000_000):
             raise UsageError(f"--batch-size must be in 1..10000000, got {self.batch_size}")
+        if self.processes == "auto":
+            self.processes = 1          # what is left unresolved by pymap.api.align maps in one process
         if isinstance(self.processes, bool) or not isinstance(self.processes, int) or not 1 <= self.processes <= 64:
-            raise UsageError(f"--processes must be in 1..64, got {self.processes}")
+            raise UsageError(f"--processes must be in 1..64 or 'auto', got {self.processes!r}")
         if self.processes > 1 and self.dask is not None:
             raise UsageError("--processes and --dask exclude each other (Dask workers are processes)")
         if self.batches is None:

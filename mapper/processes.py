@@ -14,6 +14,9 @@ instead of one process's threads (16 cores: 2 M reads in 4.2 s against 5.4 s; on
 share Python's lock for the glue between kernels); on two GPUs, a process per GPU rather than one
 process driving both (1.2-1.3x one GPU); on one GPU, two processes rather than one (1.2x on an H100
 host of 16 cores). Each process holds its own reference and pipeline, so memory grows with N.
+
+By default (processes "auto") a GPU run of a large plain FASTQ input takes worker processes
+(auto_count); everything else maps in one process.
 """
 import dataclasses
 import functools
@@ -174,6 +177,46 @@ def _gpus(options):
     n = gpu_count()
     listed = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
     return listed[:n] if len(listed) >= n else [str(k) for k in range(n)]
+
+
+#: inputs (plain FASTQ, all files together) from which a GPU run takes worker processes by default:
+#: their start (the workers' imports, pipelines and first kernel calls, about 1.3-1.5 s before the first
+#: chunk) pays off from a few million reads. One H100 of 16 cores, E. coli 150 bp reads, one process
+#: against two (BENCHMARKS.md, thirtieth session): 1 and 2 M reads 3.6-4.4 s against 4.1-5.2 s, 4 M
+#: 4.9 / 6.5 s against 5.3 / 6.4 s, 10 M 8.3 / 12.3 s against 7.2 / 9.0 s, 20 M 16.3 / 19.0 s against
+#: 14.2 / 16.6 s. 1 GiB is about 3.3 M such reads.
+AUTO_MIN_BYTES = 1 << 30
+#: threads a worker process at least has where two share a GPU by default
+AUTO_THREADS_PER_WORKER = 8
+
+
+def auto_count(device, threads, paths, dask=None):
+    """Worker processes for options.processes "auto": with a GPU (device "gpu" or "auto"), one a GPU,
+    and two a GPU where each then has AUTO_THREADS_PER_WORKER threads (threads, 0: all cores), for
+    inputs of plain FASTQ files of AUTO_MIN_BYTES or more; else 1, this process (the CPU, where each
+    process would hold its own decoded reference; small, compressed or piped inputs)."""
+    if not may_take_workers(device, paths, dask):
+        return 1
+    from pymap.reads import is_plain_fastq
+    if not all(is_plain_fastq(str(p)) for p in paths if p is not None):
+        return 1
+    from pymap.kernels.cuda_support import cuda_available, gpu_count
+    if not cuda_available():
+        return 1
+    gpus = gpu_count()
+    per_gpu = min(2, max(1, (threads or os.cpu_count() or 1) // (AUTO_THREADS_PER_WORKER * gpus)))
+    return gpus * per_gpu
+
+
+def may_take_workers(device, paths, dask=None):
+    """What auto_count asks first, without reading the files or asking for a GPU (the command line
+    starts the workers' server on it): device "gpu" or "auto", no Dask, and regular files of
+    AUTO_MIN_BYTES or more together."""
+    if dask is not None or device not in ("gpu", "auto"):
+        return False
+    paths = [str(p) for p in paths if p is not None]
+    return bool(paths) and all(os.path.isfile(p) for p in paths) and \
+        sum(os.path.getsize(p) for p in paths) >= AUTO_MIN_BYTES
 
 
 def _count(n, one, many=None):

@@ -100,15 +100,29 @@ def fastq_spans(path, records):
     file (4 lines a record: newlines are counted, nothing is parsed), final True for the last; None
     when the file is not one (gzip, FASTA, not a regular file). A worker reads and parses each range
     with read_span: the reads and errors of read_batches."""
+    head = _plain_fastq_head(path)
+    if head is None:
+        return None
+    stripped = head.lstrip()
+    _sniff(stripped, str(path))
+    return _spans(path, len(head) - len(stripped), 4 * records)
+
+
+def is_plain_fastq(path):
+    """Whether path is a regular file of uncompressed FASTQ (by its first record's '@')."""
+    return _plain_fastq_head(path, 1 << 16) is not None
+
+
+def _plain_fastq_head(path, size=SPAN_BYTES):
+    """The first `size` bytes of a plain FASTQ file; None for gzip, FASTA, stdin or no regular file."""
     if path == "-" or not os.path.isfile(path):
         return None
     with open(path, "rb") as fh:
-        head = fh.read(SPAN_BYTES)
+        head = fh.read(size)
     stripped = head.lstrip()
     if head[:2] == b"\x1f\x8b" or not stripped or stripped[:1] != b"@":
         return None
-    _sniff(stripped, str(path))
-    return _spans(path, len(head) - len(stripped), 4 * records)
+    return head
 
 
 def _spans(path, start, lines):

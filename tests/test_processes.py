@@ -301,3 +301,71 @@ def test_cli_stdin_to_stdout_and_one_error_line(tmp_path):
     assert bad.returncode == 1
     assert [l for l in err if not l.startswith("[pymap]")] == [l for l in err if l.startswith("pymap: error:")]
     assert len([l for l in err if l.startswith("pymap: error:")]) == 1 and "Traceback" not in bad.stderr.decode()
+
+
+@pytest.fixture
+def fake_gpus(monkeypatch):
+    """A visible GPU count for auto_count (the workers themselves find none and map on the CPU), and
+    a threshold of 1 KB instead of 1 GiB."""
+    from pymap import processes
+    from pymap.kernels import cuda_support
+
+    def visible(n):
+        monkeypatch.setattr(cuda_support, "cuda_available", lambda: n > 0)
+        monkeypatch.setattr(cuda_support, "gpu_count", lambda: max(n, 1))
+    monkeypatch.setattr(processes, "AUTO_MIN_BYTES", 1000)
+    return visible
+
+
+@pytest.mark.parametrize("gpus,threads,want", [(1, 16, 2), (1, 32, 2), (1, 15, 1), (1, 8, 1), (2, 16, 2), (2, 32, 4),
+                                               (2, 8, 2), (0, 16, 1)])
+def test_auto_takes_workers_for_a_gpu_run_of_large_plain_fastq(fake_gpus, plain, pairs, gpus, threads, want):
+    """processes "auto": a worker a GPU, two a GPU where each has 8 threads; one process without a GPU."""
+    from pymap.processes import auto_count
+    fake_gpus(gpus)
+    assert auto_count("gpu", threads, [plain]) == want
+    assert auto_count("auto", threads, list(pairs)) == want
+
+
+def test_auto_maps_here_otherwise(fake_gpus, plain, tmp_path):
+    """The CPU, Dask, stdin, gzip and small inputs map in this process."""
+    from pymap import processes
+    fake_gpus(1)
+    assert processes.auto_count("cpu", 16, [plain]) == 1
+    assert processes.auto_count(None, 16, [plain]) == 1
+    assert processes.auto_count("gpu", 16, [plain], dask="local:2") == 1
+    assert processes.auto_count("gpu", 16, ["-"]) == 1
+    assert processes.auto_count("gpu", 16, [READS]) == 1                 # gzip
+    small = tmp_path / "small.fq"
+    small.write_bytes(open(plain, "rb").read(900))
+    assert processes.auto_count("gpu", 16, [small]) == 1
+
+
+def test_auto_run_takes_workers_with_the_same_records(fake_gpus, plain, tmp_path, monkeypatch, capsys):
+    """A default ("auto") run that qualifies maps in worker processes, records as one process; where the
+    index cannot be saved for them, it maps in this process instead (an explicit count fails)."""
+    from pymap import chunks
+    from pymap.errors import IndexNotOnDisk
+    fake_gpus(1)
+
+    def run(name, **kw):
+        api.align(REF, plain, out=str(tmp_path / name), options=AlignOptions(progress=False, batch_size=500, **kw))
+        return capsys.readouterr().err
+
+    assert "note: processes: 2 workers on 1 GPU (8 threads" in run("auto.sam", device="auto", threads=16)
+    _align(tmp_path / "one.sam", plain, processes=1, batch_size=500)
+    assert _body(tmp_path / "auto.sam") == _body(tmp_path / "one.sam")
+
+    def not_saved(*args):
+        raise IndexNotOnDisk("the index could not be saved")
+    monkeypatch.setattr(chunks, "client_load", not_saved)
+    assert "processes:" not in run("here.sam", device="auto", threads=16)
+    assert _body(tmp_path / "here.sam") == _body(tmp_path / "one.sam")
+    with pytest.raises(IndexNotOnDisk):
+        run("fail.sam", device="auto", threads=16, processes=2)
+    assert _workers_left() == []
+
+
+def test_cli_takes_auto_or_a_count():
+    assert cli._processes("auto") == "auto" and cli._processes("3") == 3
+    assert cli.main(["align", "--processes", "many", REF, READS]) == 2
