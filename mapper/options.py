@@ -77,9 +77,11 @@ class AlignOptions:
     htslib's default). dask: None (one process), "local:N" (a local cluster of N worker
     processes), "tcp://HOST:PORT" (a running scheduler) or a distributed.Client.
     processes: worker processes on this machine that map the input's chunks, sharing the threads and
-    batches side by side (pymap.processes; with device "gpu" spread over the GPUs); 1 maps here;
-    "auto" (default): worker processes for a GPU run of a large plain FASTQ input (api.align decides,
-    pymap.processes.auto_count), else 1.
+    batches side by side (pymap.processes; with device "gpu" spread over the GPUs); 1 (default) maps
+    here; "auto" (the command line's default): worker processes for a GPU run of a large plain FASTQ
+    input, else 1 (api.align decides: pymap.processes.auto_count). Worker processes import the
+    calling script's main module, as multiprocessing's do: a script that asks for them keeps its
+    work under `if __name__ == "__main__":`.
     device: "cpu", "gpu" or "auto" (the GPU when one is usable) for every stage that has a device
     option (seeder, filter, extender); None leaves each stage at its own default.
     extender: None picks the scoring extender "affine" (bwa-mem scores, clipping), or the
@@ -111,7 +113,7 @@ class AlignOptions:
     level: int = None
     dask: object = None
     device: str = None
-    processes: object = "auto"   # an int, or "auto": see pymap.processes.auto_count
+    processes: object = 1        # an int, or "auto": see pymap.processes.auto_count
 
     def validate(self):
         self._check_types()

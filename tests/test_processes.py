@@ -342,8 +342,9 @@ def test_auto_maps_here_otherwise(fake_gpus, plain, tmp_path):
 
 
 def test_auto_run_takes_workers_with_the_same_records(fake_gpus, plain, tmp_path, monkeypatch, capsys):
-    """A default ("auto") run that qualifies maps in worker processes, records as one process; where the
-    index cannot be saved for them, it maps in this process instead (an explicit count fails)."""
+    """An "auto" run (the command line's default) that qualifies maps in worker processes, records as one
+    process; where the index cannot be saved for them, it maps in this process instead (an explicit
+    count fails)."""
     from pymap import chunks
     from pymap.errors import IndexNotOnDisk
     fake_gpus(1)
@@ -352,14 +353,15 @@ def test_auto_run_takes_workers_with_the_same_records(fake_gpus, plain, tmp_path
         api.align(REF, plain, out=str(tmp_path / name), options=AlignOptions(progress=False, batch_size=500, **kw))
         return capsys.readouterr().err
 
-    assert "note: processes: 2 workers on 1 GPU (8 threads" in run("auto.sam", device="auto", threads=16)
+    assert "note: processes: 2 workers on 1 GPU (8 threads" in run("auto.sam", device="auto", threads=16,
+                                                                    processes="auto")
     _align(tmp_path / "one.sam", plain, processes=1, batch_size=500)
     assert _body(tmp_path / "auto.sam") == _body(tmp_path / "one.sam")
 
     def not_saved(*args):
         raise IndexNotOnDisk("the index could not be saved")
     monkeypatch.setattr(chunks, "client_load", not_saved)
-    assert "processes:" not in run("here.sam", device="auto", threads=16)
+    assert "processes:" not in run("here.sam", device="auto", threads=16, processes="auto")
     assert _body(tmp_path / "here.sam") == _body(tmp_path / "one.sam")
     with pytest.raises(IndexNotOnDisk):
         run("fail.sam", device="auto", threads=16, processes=2)
