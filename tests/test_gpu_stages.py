@@ -55,6 +55,21 @@ def compare_affine(n):
             np.array([it[3] for it in items] + [100], np.int64), np.array([it[4] for it in items] + [0], np.int64),
             np.array([it[5] for it in items] + [400], np.int64), np.array([it[6] for it in items] + [8], np.int32))
     min_score = rng.integers(1, 40, len(items) + 1)
+    # decoys: reads at random places of their window, whose raised minimum the q-gram bound rules out:
+    # the CPU settles them with it (kernels.affine._hopeless), the GPU by its DP's early stop
+    # (the same answer: no alignment)
+    lengths = np.diff(off)
+    decoy = rng.choice(len(items), len(items) // 4, replace=False)
+    d_pos = np.array([rng.integers(args[7][i], max(args[7][i] + 1, args[8][i] - lengths[i])) for i in decoy])
+    args = tuple(np.concatenate([a, v]) for a, v in zip(args[4:], (
+        decoy.astype(np.int32), args[5][decoy], d_pos, args[7][decoy], args[8][decoy], args[9][decoy])))
+    args = (codes, reverse_complement_batch(codes, off), off, ref) + args
+    min_score = np.concatenate([min_score, lengths[decoy] // 2 + 10])
+    P = ka.make_params()
+    bits = np.zeros(1 << (2 * ka.Q - 6), np.uint64)
+    hopeless = sum(bool(ka._hopeless(args[1] if args[5][j] else args[0], off[args[4][j]], lengths[args[4][j]], ref,
+                                      args[6][j], args[7][j], args[8][j], args[9][j], P, min_score[j], bits))
+                   for j in range(len(min_score)) if min_score[j] > P[ka.P_MIN])
     bad = []
     aligned = int((ka.affine_align(*args)[1] >= 0).sum())
     for kw in ({}, {"min_score": min_score}):
@@ -64,7 +79,8 @@ def compare_affine(n):
         gpu_s = affine_align_cuda(*args, traceback=False, **kw)
         bad += [f"scores {i}" for i, (a, b) in enumerate(zip(cpu[:6], gpu_s)) if not np.array_equal(a, b)]
     nops = np.diff(cpu[7])
-    return {"bad": bad, "n": len(items) + 1, "long": int((nops > 16).sum()), "aligned": aligned}
+    return {"bad": bad, "n": len(min_score), "long": int((nops > 16).sum()), "aligned": aligned,
+            "hopeless": int(hopeless), "decoys": len(decoy)}
 
 
 @pytest.mark.parametrize("where", ["simulator", "gpu"])
@@ -72,6 +88,7 @@ def test_affine_cuda_equals_cpu(where):
     res = run_check("compare_affine", where, 300 if where == "simulator" else 20000)
     assert res["bad"] == []
     assert res["long"] >= 1 and res["aligned"] > res["n"] // 2
+    assert res["hopeless"] >= res["decoys"] // 2
 
 
 def compare_banded(n):
