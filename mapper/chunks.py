@@ -57,6 +57,10 @@ def client_load(ref_path, options, index_path):
     options.seeder = options.seeder or api.default_seeder(int(reference.codes.shape[0]))
     seeder = plugins.create("seeder", options.seeder, **options.seeder_opts)
     path = os.path.abspath(api.index_file(seeder, reference, ref_path, index_path))
+    if not os.path.exists(path) and not os.access(os.path.dirname(path), os.W_OK):
+        # said before the index is built (minutes for a large genome) rather than after
+        raise IndexNotOnDisk(f"{path}: the workers need the index on disk, and it cannot be saved there "
+                             f"(pymap index -o PATH, then --index PATH)")
     api.open_index(seeder, reference, ref_path, index_path, verify=False)
     if not os.path.exists(path):
         raise IndexNotOnDisk(f"{path}: the index could not be saved, and the workers need it on disk")

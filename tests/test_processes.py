@@ -371,3 +371,25 @@ def test_auto_run_takes_workers_with_the_same_records(fake_gpus, plain, tmp_path
 def test_cli_takes_auto_or_a_count():
     assert cli._processes("auto") == "auto" and cli._processes("3") == 3
     assert cli.main(["align", "--processes", "many", REF, READS]) == 2
+
+
+def test_an_index_that_cannot_be_saved_is_said_before_it_is_built(tmp_path, monkeypatch, plain):
+    """Worker processes need the index on disk: where it is missing and its directory not writable,
+    the client says so before building it (an auto run then maps here, building it once)."""
+    import shutil
+
+    from pymap import api as api_mod
+    from pymap.errors import IndexNotOnDisk
+    (tmp_path / "ro").mkdir()
+    ref = tmp_path / "ro" / "ref.fa"
+    shutil.copy(REF, ref)
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p) == str(ref.parent) and mode == os.W_OK
+                        else real_access(p, mode, **kw))
+    built = []
+    real_open = api_mod.open_index
+    monkeypatch.setattr(api_mod, "open_index", lambda *a, **kw: built.append(1) or real_open(*a, **kw))
+    opts = AlignOptions(progress=False, processes=2, batch_size=500)
+    with pytest.raises(IndexNotOnDisk, match="cannot be saved there"):
+        api.align(str(ref), plain, out=str(tmp_path / "out.sam"), options=opts, summary=False)
+    assert built == [] and not (tmp_path / "out.sam").exists() and _workers_left() == []
