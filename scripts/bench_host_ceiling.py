@@ -10,13 +10,14 @@ from waiting for a core (only the wall time grows).
 
     python scripts/bench_host_ceiling.py --procs 1,8,16 --work compute,memory,pymap --ref REF --reads R.fq
 
-Work: "compute" (an integer hash loop in registers, one dependent chain: clock speed only), "ilp" (eight
-independent chains of it: the core's multipliers kept busy every cycle, which two hardware threads of one
-physical core would share), "simd" (multiply-adds over a 16 KiB array that stays in L1: the vector units,
-likewise), "memory" (random 8-byte reads from a 1 GiB array per process: DRAM latency and bandwidth), "pymap" (map READS with -t 1, as one
-`--dask local:N` worker maps its chunks: one thread, one batch at a time; --batch-size its reads a
-batch). For pymap a second table gives each stage's seconds (the run's summary keys) alone and
-together: which stage the shared memory system slows.
+Work: "compute" (an integer hash loop in registers, one dependent chain: clock speed only), "ilp"
+(eight independent chains of it: the core's multipliers busy every cycle, which two hardware threads
+of one physical core would share), "simd" (multiply-adds over a 16 KiB array that stays in L1: the
+vector units, likewise), "memory" (random 8-byte reads from a 1 GiB array per process: DRAM latency
+and bandwidth), "pymap" (map READS with -t 1, as one `--dask local:N` worker maps its chunks: one
+thread, one batch at a time; --batch-size its reads a batch). For pymap a second table gives each
+stage's seconds (the run's summary keys) alone and together: which stage the shared memory system
+slows.
 """
 import argparse
 import json

@@ -67,9 +67,10 @@ def compare_affine(n):
     min_score = np.concatenate([min_score, lengths[decoy] // 2 + 10])
     P = ka.make_params()
     bits = np.zeros(1 << (2 * ka.Q - 6), np.uint64)
-    hopeless = sum(bool(ka._hopeless(args[1] if args[5][j] else args[0], off[args[4][j]], lengths[args[4][j]], ref,
-                                      args[6][j], args[7][j], args[8][j], args[9][j], P, min_score[j], bits))
-                   for j in range(len(min_score)) if min_score[j] > P[ka.P_MIN])
+    hopeless = sum(
+        bool(ka._hopeless(args[1] if args[5][j] else args[0], off[args[4][j]], lengths[args[4][j]], ref, args[6][j],
+                          args[7][j], args[8][j], args[9][j], P, min_score[j], bits))
+        for j in range(len(min_score)) if min_score[j] > P[ka.P_MIN])
     bad = []
     aligned = int((ka.affine_align(*args)[1] >= 0).sum())
     for kw in ({}, {"min_score": min_score}):

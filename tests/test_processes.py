@@ -353,8 +353,8 @@ def test_auto_run_takes_workers_with_the_same_records(fake_gpus, plain, tmp_path
         api.align(REF, plain, out=str(tmp_path / name), options=AlignOptions(progress=False, batch_size=500, **kw))
         return capsys.readouterr().err
 
-    assert "note: processes: 2 workers on 1 GPU (8 threads" in run("auto.sam", device="auto", threads=16,
-                                                                    processes="auto")
+    err = run("auto.sam", device="auto", threads=16, processes="auto")
+    assert "note: processes: 2 workers on 1 GPU (8 threads" in err
     _align(tmp_path / "one.sam", plain, processes=1, batch_size=500)
     assert _body(tmp_path / "auto.sam") == _body(tmp_path / "one.sam")
 
