@@ -289,7 +289,7 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
     elif options.processes > 1:
         from pymap.processes import ProcessRun
         try:
-            run = ProcessRun(ref_path, options, index_path, paired)
+            run = ProcessRun(ref_path, options, index_path, paired, auto=auto)
         except IndexNotOnDisk:
             if not auto:
                 raise

@@ -226,7 +226,8 @@ def _count(n, one, many=None):
 class ProcessRun(chunks.ChunkedRun):
     """The worker-process counterpart of pymap.api.LocalRun (same interface)."""
 
-    def __init__(self, ref_path, options, index_path, paired):
+    def __init__(self, ref_path, options, index_path, paired, auto=False):
+        """auto: the worker count was chosen by processes "auto" (auto_count), as the summary says."""
         self.t0, self.wall0 = time.perf_counter(), time.time()
         self.paired, self.model, self.scratch = paired, None, None
         self.tally = chunks.Tally()
@@ -237,6 +238,7 @@ class ProcessRun(chunks.ChunkedRun):
         self.holder, self.placed = {}, 0
         self.lost_lock = threading.Lock()
         self.n = n = options.processes
+        self.auto = auto
         self.reference, opts, index_path = chunks.client_load(ref_path, options, index_path)
         per_worker = dataclasses.replace(opts, processes=1, progress=False, threads=opts.process_threads)
         self.options = per_worker
@@ -361,7 +363,8 @@ class ProcessRun(chunks.ChunkedRun):
         n = len(self.gpus or ())
         where = f" on {n} GPU{'s' if n != 1 else ''}" if n else ""
         return self.tally.notes + [
-            f"processes: {self.n} workers{where} ({_count(self.options.thread_count, 'thread')}, "
+            f"processes{' (auto)' if self.auto else ''}: {self.n} workers{where} "
+            f"({_count(self.options.thread_count, 'thread')}, "
             f"{_count(self.options.batches, 'batch', 'batches')} side by side each), "
             f"ready after {ready[0]:.2f}..{ready[-1]:.2f} s, first chunk back after {self.t_first or 0:.2f} s, "
             f"{self.chunks_done} chunks in {time.perf_counter() - self.t0:.2f} s"]

@@ -135,8 +135,8 @@ def test_a_killed_worker_stops_the_run(plain, tmp_path, monkeypatch):
     from pymap import processes
     start = processes.ProcessRun.__init__
 
-    def init_then_kill(self, *args):
-        start(self, *args)
+    def init_then_kill(self, *args, **kw):
+        start(self, *args, **kw)
         victim = self.workers[0]
         threading.Timer(0.3, lambda: os.kill(victim.pid, signal.SIGKILL)).start()
 
@@ -354,7 +354,7 @@ def test_auto_run_takes_workers_with_the_same_records(fake_gpus, plain, tmp_path
         return capsys.readouterr().err
 
     err = run("auto.sam", device="auto", threads=16, processes="auto")
-    assert "note: processes: 2 workers on 1 GPU (8 threads" in err
+    assert "note: processes (auto): 2 workers on 1 GPU (8 threads" in err
     _align(tmp_path / "one.sam", plain, processes=1, batch_size=500)
     assert _body(tmp_path / "auto.sam") == _body(tmp_path / "one.sam")
 
