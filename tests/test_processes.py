@@ -393,3 +393,17 @@ def test_an_index_that_cannot_be_saved_is_said_before_it_is_built(tmp_path, monk
     with pytest.raises(IndexNotOnDisk, match="cannot be saved there"):
         api.align(str(ref), plain, out=str(tmp_path / "out.sam"), options=opts, summary=False)
     assert built == [] and not (tmp_path / "out.sam").exists() and _workers_left() == []
+
+
+def test_cli_auto_without_a_gpu_maps_here(plain, tmp_path, monkeypatch, capsys):
+    """The command line's default on a large input with --device auto and no GPU: the workers' server
+    may start early, but the run maps in this process, with the records of one."""
+    from pymap import processes
+    from pymap.kernels import cuda_support
+    monkeypatch.setattr(processes, "AUTO_MIN_BYTES", 1000)
+    monkeypatch.setattr(cuda_support, "cuda_available", lambda: False)
+    out = tmp_path / "cli.sam"
+    assert cli.main(["align", "--no-progress", "--device", "auto", "-t", "2", REF, plain, "-o", str(out)]) == 0
+    assert "processes" not in capsys.readouterr().err
+    _align(tmp_path / "one.sam", plain)
+    assert _body(out) == _body(tmp_path / "one.sam") and _workers_left() == []
