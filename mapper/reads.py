@@ -103,9 +103,9 @@ def fastq_spans(path, records):
     head = _plain_fastq_head(path)
     if head is None:
         return None
-    stripped = head.lstrip()
-    _sniff(stripped, str(path))
-    return _spans(path, len(head) - len(stripped), 4 * records)
+    blanks, text = head
+    _sniff(text, str(path))
+    return _spans(path, blanks, 4 * records)
 
 
 def is_plain_fastq(path):
@@ -114,15 +114,16 @@ def is_plain_fastq(path):
 
 
 def _plain_fastq_head(path, size=SPAN_BYTES):
-    """The first `size` bytes of a plain FASTQ file; None for gzip, FASTA, stdin or no regular file."""
+    """(the blank bytes before the first record, the text from there to byte `size`) of a plain FASTQ
+    file; None for gzip, FASTA, stdin or no regular file."""
     if path == "-" or not os.path.isfile(path):
         return None
     with open(path, "rb") as fh:
         head = fh.read(size)
-    stripped = head.lstrip()
-    if head[:2] == b"\x1f\x8b" or not stripped or stripped[:1] != b"@":
+    text = head.lstrip()
+    if head[:2] == b"\x1f\x8b" or not text or text[:1] != b"@":
         return None
-    return head
+    return len(head) - len(text), text
 
 
 def _spans(path, start, lines):
