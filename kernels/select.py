@@ -1,6 +1,10 @@
 """Selection of hits per read: merge hits of one locus, pick the primary, secondaries, MAPQ."""
+import functools
+
 import numpy as np
 from numba import njit
+
+from pymap.kernels.threads import range_bounds, run_ranges
 
 MAPQ_MAX = 60
 #: the longest period of a read's aligned part that periodic_parts looks for (homopolymers to
@@ -48,26 +52,48 @@ def mapq_from_scores(best, n_best, sub, has_sub, floor, unit):
     return q
 
 
+#: length_cap's natural logarithms in fixed point (LN_ONE stands for 1.0), read from one table
+#: (ln_table) on the CPU and on the GPU: the same integers on both, where their floating-point
+#: logarithms and fused multiply-adds may differ in the last bit
+LN_ONE = 1 << 20
+#: a kept hit without a shadow (select_hits), and every merged-away hit
+NO_SHADOW = np.int64(np.iinfo(np.int64).min)
+
+
+@functools.lru_cache(maxsize=4)
+def _ln_table(size):
+    table = np.zeros(size, np.int64)
+    table[1:] = np.round(np.log(np.arange(1, size)) * LN_ONE)
+    return table
+
+
+def ln_table(n):
+    """round(ln(k) LN_ONE) for every k < n (and beyond, up to a power of two; 0 for k = 0), int64:
+    one array per size, kept (a GPU keeps its copy resident)."""
+    return _ln_table(1 << max(10, int(n - 1).bit_length()))
+
+
 @njit(cache=True, nogil=True)
-def length_cap(best, part, match):
+def length_cap(best, part, match, ln_q):
     """The highest MAPQ of a hit scoring best over `part` read bases: bwa mem's MAPQ of such a hit
     whose only runner-up is a chance match of CHANCE_MATCH bases, 30 (1 - CHANCE_MATCH match / best)
-    ln(part). It binds only on short alignments (a 36-base read matching exactly: 50; 150 bases with
-    10 edits: 129, no limit)."""
+    ln(part), rounded up from .501, in integers (ln_q = ln_table). It binds only on short alignments
+    (a 36-base read matching exactly: 51; 150 bases with 10 mismatches, score 100: 122, no limit)."""
     if best <= CHANCE_MATCH * match or part < 2:
         return 0
-    return int(30.0 * (1.0 - CHANCE_MATCH * match / best) * np.log(part) + 0.499)
+    best = np.int64(best)
+    return (30000 * (best - CHANCE_MATCH * match) * ln_q[part] + 499 * best * LN_ONE) // (1000 * best * LN_ONE)
 
 
 @njit(cache=True, nogil=True)
-def part_mapq(best, n_best, sub, has_sub, part, read_len, read_maxe, match, unit):
+def part_mapq(best, n_best, sub, has_sub, part, read_len, read_maxe, match, unit, ln_q):
     """MAPQ of a hit scoring best over `part` bases of a read (read_len bases, threshold read_maxe):
     mapq_from_scores against the floor of a part that long (its share of read_maxe plus one edit),
     for a scoring extender (match > 0; an edit-distance one scores -edits) at most length_cap."""
     edits = -(-read_maxe * part // max(read_len, 1))
     q = mapq_from_scores(best, n_best, sub, has_sub, part * match - (edits + 1) * unit, unit)
     if match > 0:
-        q = min(q, length_cap(best, part, match))
+        q = min(q, length_cap(best, part, match, ln_q))
     return q
 
 
@@ -81,26 +107,19 @@ def _has_period(codes, lo, hi, d):
 
 
 @njit(cache=True, nogil=True)
-def periodic_parts(codes, offsets, h_read, h_qbeg, h_qend):
-    """Per hit: whether the read's aligned part [h_qbeg, h_qend) (read orientation) stays periodic,
-    with a period d <= MAX_PERIOD, when d bases of a clip next to it are added: the same read
-    bases then also align d bases further along the read, to the same reference, at the same
-    score (a clipped poly-A or microsatellite part: bwa mem reports that alignment as XS and
-    gives MAPQ 0). Unclipped and N-containing parts are not."""
-    n = h_read.shape[0]
-    out = np.zeros(n, np.bool_)
-    for k in range(n):
-        a = offsets[h_read[k]]
-        length = offsets[h_read[k] + 1] - a
-        qb, qe = h_qbeg[k], h_qend[k]
-        if qe - qb < 2 * MAX_PERIOD or (qb == 0 and qe == length):
-            continue
-        for d in range(1, MAX_PERIOD + 1):
-            if (qb >= d and _has_period(codes, a + qb - d, a + qe, d)) or \
-                    (qe + d <= length and _has_period(codes, a + qb, a + qe + d, d)):
-                out[k] = True
-                break
-    return out
+def periodic_part(codes, a, length, qb, qe):
+    """Whether the aligned part [qb, qe) (read orientation) of the read codes[a:a + length] stays
+    periodic, with a period d <= MAX_PERIOD, when d bases of a clip next to it are added: the same
+    read bases then also align d bases further along the read, to the same reference, at the same
+    score (a clipped poly-A or microsatellite part: bwa mem reports that alignment as XS and gives
+    MAPQ 0). Unclipped and N-containing parts are not."""
+    if qe - qb < 2 * MAX_PERIOD or (qb == 0 and qe == length):
+        return False
+    for d in range(1, MAX_PERIOD + 1):
+        if (qb >= d and _has_period(codes, a + qb - d, a + qe, d)) or \
+                (qe + d <= length and _has_period(codes, a + qb, a + qe + d, d)):
+            return True
+    return False
 
 
 @njit(cache=True, nogil=True)
@@ -116,7 +135,6 @@ def _rivals(h_score, keep, shadow, h_qbeg, h_qend, lo, hi, p):
     """(best score, how many kept hits share it, second-best score, whether there is one) over the
     kept hits lo..hi-1, or only those covering the same part of the read as hit p (p >= 0). A kept
     hit's shadow (select_hits) counts as a runner-up."""
-    nolow = np.iinfo(np.int64).min
     b = np.int64(0)
     nb = 0
     s = np.int64(0)
@@ -136,7 +154,7 @@ def _rivals(h_score, keep, shadow, h_qbeg, h_qend, lo, hi, p):
         elif not hs or d > s:
             s = d
             hs = True
-        if shadow[k] != nolow and (not hs or shadow[k] > s):
+        if shadow[k] != NO_SHADOW and (not hs or shadow[k] > s):
             s = shadow[k]
             hs = True
     if nb > 1:
@@ -145,37 +163,67 @@ def _rivals(h_score, keep, shadow, h_qbeg, h_qend, lo, hi, p):
     return b, nb, s, hs
 
 
-@njit(cache=True, nogil=True)
-def select_hits(h_read, h_strand, h_start, h_score, h_qbeg, h_qend, h_periodic, n_reads, read_len, read_maxe, match,
-                unit, global_first, seed):
-    """Hits sorted by (read, strand, start), h_score larger is better, [h_qbeg, h_qend) the part of
-    the read each aligns; per read its length and most edits; match, unit: the score of a match
-    and the cost of an edit. Per read: the best score, how many hits share it, the second-best
-    score, MAPQ and the primary hit.
+def select_hits(h_read, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, match, unit,
+                global_first, seed, device="cpu"):
+    """Hits sorted by (read, strand, start) of the reads codes[offsets[r]:offsets[r + 1]], h_score
+    larger is better, [h_qbeg, h_qend) the part of the read each aligns; per read its most edits;
+    match, unit: the score of a match and the cost of an edit. Per read: the best score, how many
+    hits share it, the second-best score, MAPQ and the primary hit (select_read), on the CPU's
+    threads or, with device "gpu", on the GPU (the same routine, the same results).
 
-    Hits of one read and strand whose starts lie within read_maxe of a better (or equal, earlier)
-    one are the same locus and are merged: keep[k] is False for the merged-away ones. Returns
-    (best, n_best, sub, has_sub, mapq, primary, keep, shadow); primary[r] = -1 for a read without
-    hits, else one of its n_best equal bests, chosen by a hash of (seed, read number); shadow[k] of
-    a kept hit: the best score merged into it from another start (int64 min: none), or its own
-    score where h_periodic[k] (periodic_parts: the part also aligns shifted along the read), which
-    counts as a runner-up. A hit aligning another part of the read than the primary (_same_part: the
+    Returns (best, n_best, sub, has_sub, mapq, primary, keep, shadow); primary[r] = -1 for a read
+    without hits; keep[k] False for a hit merged into another of its locus; shadow[k] of a kept hit:
+    the best score merged into it from another start, or its own score where its part is periodic
+    (periodic_part), which counts as a runner-up (NO_SHADOW: none)."""
+    n_reads = offsets.shape[0] - 1
+    first = np.searchsorted(h_read, np.arange(n_reads + 1)).astype(np.int64)
+    offsets = np.ascontiguousarray(offsets, np.int64)
+    args = (first, np.ascontiguousarray(h_strand, np.int8), np.ascontiguousarray(h_start, np.int64),
+            np.ascontiguousarray(h_score, np.int32), np.ascontiguousarray(h_qbeg, np.int64),
+            np.ascontiguousarray(h_qend, np.int64), np.ascontiguousarray(codes, np.uint8), offsets,
+            np.ascontiguousarray(read_maxe, np.int64), np.int64(match), np.int64(unit), np.int64(global_first),
+            np.uint64(seed), ln_table(int(np.diff(offsets).max(initial=0)) + 1))
+    if device == "gpu":
+        from pymap.kernels.select_cuda import select_hits_cuda
+        return select_hits_cuda(*args)
+    nh = first[-1]
+    out = (np.empty(n_reads, np.int32), np.empty(n_reads, np.int32), np.empty(n_reads, np.int32),
+           np.empty(n_reads, np.bool_), np.empty(n_reads, np.int32), np.empty(n_reads, np.int64),
+           np.empty(nh, np.bool_), np.empty(nh, np.int64))
+    run_ranges(_select_range, range_bounds(n_reads, 2048), *args, *out)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _select_range(r0, r1, first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, match,
+                  unit, global_first, seed, ln_q, best, n_best, sub, has_sub, mapq, primary, keep, shadow):
+    for r in range(r0, r1):
+        select_read(r, first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, match, unit,
+                    global_first, seed, ln_q, best, n_best, sub, has_sub, mapq, primary, keep, shadow)
+
+
+@njit(cache=True, nogil=True)
+def select_read(r, first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, match, unit,
+                global_first, seed, ln_q, best, n_best, sub, has_sub, mapq, primary, keep, shadow):
+    """select_hits for read r, whose hits are first[r]..first[r + 1] - 1; writes its entries of the
+    outputs (per read: best .. primary; per hit: keep, shadow).
+
+    Hits of one strand whose starts lie within read_maxe of a better (or equal, earlier) one are the
+    same locus and are merged. The primary is one of the n_best equal bests, chosen by a hash of
+    (seed, read number). A hit aligning another part of the read than the primary (_same_part: the
     other part of a chimeric read) is no rival of it: n_best, sub and MAPQ then count the hits
     covering the primary's part. The MAPQ's floor is that of a part as long as the primary's aligned
     part (its clips left out: a read clipped by an adapter or a contig end is no less unique), and
     the MAPQ at most length_cap of that part."""
-    nh = h_read.shape[0]
-    keep = np.empty(nh, np.bool_)           # every entry is set below
-    # shadow[k] of a kept hit: the best score of the hits merged into it at another start. Distinct
-    # starts within one locus mean the read also aligns shifted (a tandem repeat): a runner-up
-    shadow = np.empty(nh, np.int64)
-    nolow = np.iinfo(np.int64).min
-    i = 0
-    while i < nh:
+    lo, hi = first[r], first[r + 1]
+    ra = offsets[r]
+    length = offsets[r + 1] - ra
+    span = read_maxe[r]
+    i = lo
+    while i < hi:
         j = i
-        while j + 1 < nh and h_read[j + 1] == h_read[i] and h_strand[j + 1] == h_strand[i]:
+        while j + 1 < hi and h_strand[j + 1] == h_strand[i]:
             j += 1
-        span = read_maxe[h_read[i]]
         a = i
         while a <= j:
             b = a
@@ -184,57 +232,47 @@ def select_hits(h_read, h_strand, h_start, h_score, h_qbeg, h_qend, h_periodic, 
                 b += 1
                 if h_score[b] > h_score[bi]:
                     bi = b
-            shadow[bi] = h_score[bi] if h_periodic[bi] else nolow
+            # distinct starts within one locus mean the read also aligns shifted (a tandem repeat): a
+            # runner-up
+            top = NO_SHADOW
+            if periodic_part(codes, ra, length, h_qbeg[bi], h_qend[bi]):
+                top = np.int64(h_score[bi])
             for k in range(a, b + 1):
                 keep[k] = k == bi
-                if h_start[k] != h_start[bi] and h_score[k] > shadow[bi]:
-                    shadow[bi] = h_score[k]
+                shadow[k] = NO_SHADOW
+                if h_start[k] != h_start[bi] and h_score[k] > top:
+                    top = np.int64(h_score[k])
+            shadow[bi] = top
             a = b + 1
         i = j + 1
-    # np.empty and loops rather than np.full / np.ones: fewer implementations to compile
-    best = np.empty(n_reads, np.int32)
-    n_best = np.zeros(n_reads, np.int32)
-    sub = np.empty(n_reads, np.int32)
-    has_sub = np.zeros(n_reads, np.bool_)
-    mapq = np.zeros(n_reads, np.int32)
-    primary = np.empty(n_reads, np.int64)
-    first = np.empty(n_reads + 1, np.int64)
-    for r in range(n_reads + 1):
-        first[r] = nh
-    for k in range(nh - 1, -1, -1):
-        first[h_read[k]] = k
-    for r in range(n_reads - 1, -1, -1):
-        if first[r] > first[r + 1]:
-            first[r] = first[r + 1]
-    for r in range(n_reads):
-        primary[r] = -1
-        lo, hi = first[r], first[r + 1]
-        b, nb, s, hs = _rivals(h_score, keep, shadow, h_qbeg, h_qend, lo, hi, -1)
-        if nb == 0:
-            best[r] = b
-            sub[r] = s
-            continue
-        pick = np.int64(mix64(np.uint64(seed) * np.uint64(1000003) + np.uint64(global_first + r))
-                        % np.uint64(nb))
-        seen = 0
-        for k in range(lo, hi):
-            if keep[k] and h_score[k] == b:
-                if seen == pick:
-                    primary[r] = k
-                    break
-                seen += 1
-        p = primary[r]
-        for k in range(lo, hi):
-            if keep[k] and not _same_part(h_qbeg, h_qend, k, p):
-                b, nb, s, hs = _rivals(h_score, keep, shadow, h_qbeg, h_qend, lo, hi, p)
-                break
+    primary[r] = -1
+    n_best[r] = 0
+    has_sub[r] = False
+    mapq[r] = 0
+    b, nb, s, hs = _rivals(h_score, keep, shadow, h_qbeg, h_qend, lo, hi, -1)
+    if nb == 0:
         best[r] = b
-        n_best[r] = nb
         sub[r] = s
-        has_sub[r] = hs
-        mapq[r] = part_mapq(b, np.int64(nb), s, hs, h_qend[p] - h_qbeg[p], np.int64(read_len[r]),
-                            np.int64(read_maxe[r]), match, unit)
-    return best, n_best, sub, has_sub, mapq, primary, keep, shadow
+        return
+    pick = np.int64(mix64(seed * np.uint64(1000003) + np.uint64(global_first + r)) % np.uint64(nb))
+    seen = 0
+    p = lo
+    for k in range(lo, hi):
+        if keep[k] and h_score[k] == b:
+            if seen == pick:
+                p = k
+                break
+            seen += 1
+    primary[r] = p
+    for k in range(lo, hi):
+        if keep[k] and not _same_part(h_qbeg, h_qend, k, p):
+            b, nb, s, hs = _rivals(h_score, keep, shadow, h_qbeg, h_qend, lo, hi, p)
+            break
+    best[r] = b
+    n_best[r] = nb
+    sub[r] = s
+    has_sub[r] = hs
+    mapq[r] = part_mapq(b, np.int64(nb), s, hs, h_qend[p] - h_qbeg[p], length, span, match, unit, ln_q)
 
 
 def query_spans(cigar, cigar_offsets, which, strand, length):
@@ -308,16 +346,17 @@ def supplementary_mapq(h_read, h_qbeg, h_qend, h_score, keep, shadow, primary, s
     sub = best_other[has]
     has_sub = sub > np.iinfo(np.int64).min
     mapq[has] = _part_mapqs(h_score[s].astype(np.int64), np.where(has_sub, sub, 0), has_sub, span,
-                            read_len[has].astype(np.int64), read_maxe[has].astype(np.int64), match, unit)
+                            read_len[has].astype(np.int64), read_maxe[has].astype(np.int64), match, unit,
+                            ln_table(int(read_len.max()) + 1))
     return mapq
 
 
 @njit(cache=True, nogil=True)
-def _part_mapqs(score, sub, has_sub, part, read_len, read_maxe, match, unit):
+def _part_mapqs(score, sub, has_sub, part, read_len, read_maxe, match, unit, ln_q):
     """part_mapq of each (single best) hit."""
     out = np.empty(score.shape[0], np.int64)
     for i in range(score.shape[0]):
-        out[i] = part_mapq(score[i], 1, sub[i], has_sub[i], part[i], read_len[i], read_maxe[i], match, unit)
+        out[i] = part_mapq(score[i], 1, sub[i], has_sub[i], part[i], read_len[i], read_maxe[i], match, unit, ln_q)
     return out
 
 

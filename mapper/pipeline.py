@@ -17,8 +17,8 @@ from pymap.kernels.contigs import place_on_contigs
 from pymap.kernels.encoding import count_code
 from pymap.kernels.pairing import first_hits, pair_hits, proper_pairs, rescue_anchors
 from pymap.kernels.sam import NO_XS, OWN_TAGS, REASONS, bad_tag, first_bad_comment, format_sam, tag_codes
-from pymap.kernels.select import (MAPQ_MAX, periodic_parts, pick_supplementary, query_spans, report_order,
-                                  select_hits, supplementary_mapq)
+from pymap.kernels.select import (MAPQ_MAX, pick_supplementary, query_spans, report_order, select_hits,
+                                  supplementary_mapq)
 from pymap.kernels.segments import concat_ranges, group_ranks, repeat_index, scatter_max
 from pymap.kernels.sorting import order_by_group
 from pymap.slack import SlackTable
@@ -53,7 +53,7 @@ class RunStats:
     rescued_pairs: int = 0
     seconds: dict = field(default_factory=dict)
     filter_slack: str = None   # the allowance the filter ran with ("0", "0..1", "e")
-    on_gpu: tuple = ()         # the stages that ran on a GPU ("seed", "filter", "extend")
+    on_gpu: tuple = ()         # the stages that ran on a GPU ("seed", "filter", "extend", "select")
     filter_stages: dict = field(default_factory=dict)   # a filter chain: pairs each stage accepted
 
     def add_time(self, key, dt):
@@ -372,10 +372,9 @@ class Pipeline:
         h.end = h.start + rlen[hit_aln]
         h.ctg = np.searchsorted(self.ref.offsets, h.start, side="right") - 1
         h.qbeg, h.qend = query_spans(aln.cigar, aln.cigar_offsets, hit_aln, h.strand, lengths[h.read])
-        periodic = periodic_parts(batch.codes, batch.offsets, h.read, h.qbeg, h.qend)
         h.best, h.n_best, h.sub, h.has_sub, h.mapq, h.primary, h.keep, h.shadow = select_hits(
-            h.read, h.strand, h.start, h.score, h.qbeg, h.qend, periodic, len(batch), lengths, maxe, match, unit,
-            batch.first_index, self.opt.seed)
+            h.read, h.strand, h.start, h.score, h.qbeg, h.qend, batch.codes, batch.offsets, maxe, match, unit,
+            batch.first_index, self.opt.seed, device="gpu" if "select" in self.run_stats.on_gpu else "cpu")
         h.mapq_cap = mapq_cap
         h.mapq = np.minimum(h.mapq, mapq_cap)
         reason[h.primary >= 0] = 0
@@ -814,10 +813,13 @@ class Hits:
 
 
 def gpu_stages(seeder, filt, extender):
-    """The names of the stages set to run on a GPU (device "gpu"; a filter chain: any of its stages)."""
+    """The names of the stages set to run on a GPU (device "gpu"; a filter chain: any of its stages).
+    Selection runs where the extender does: its alignments are the selection's input."""
     def on_gpu(stage):
         return any(getattr(s, "device", None) == "gpu" for s in [stage, *getattr(stage, "stages", ())])
-    return tuple(name for name, stage in (("seed", seeder), ("filter", filt), ("extend", extender)) if on_gpu(stage))
+    names = tuple(name for name, stage in (("seed", seeder), ("filter", filt), ("extend", extender))
+                  if on_gpu(stage))
+    return names + ("select",) if "extend" in names else names
 
 
 def interleave(r1, r2):

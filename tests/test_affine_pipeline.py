@@ -199,9 +199,9 @@ def test_mapq_of_a_margin_of_whole_edits():
     assert mapq_from_scores(150, 2, 150, True, 0, 5) == 0 and mapq_from_scores(150, 1, 0, True, 0, 5) == 60
 
 
-def test_periodic_parts_as_defined():
+def test_periodic_part_as_defined():
     """A part is periodic when a clip next to it continues its period (d <= 4) for d bases."""
-    from pymap.kernels.select import periodic_parts
+    from pymap.kernels.select import periodic_part
     reads = ["CAGT" * 3 + "A" * 22 + "GTCA" * 3,       # 20 of 22 A's; from 2 bases before them, no period
              "GCTAGG" + "CA" * 13 + "TTGA",            # a CA repeat whose clip on the right goes on
              "GCTAGG" + "CA" * 12 + "TTGACC",          # unclipped
@@ -210,11 +210,25 @@ def test_periodic_parts_as_defined():
     for i, base in enumerate(b"ACGT"):
         codes[codes == base] = i
     offsets = np.concatenate([[0], np.cumsum([len(s) for s in reads])]).astype(np.int64)
-    h_read = np.array([0, 0, 1, 2, 3], np.int64)
-    qbeg = np.array([12, 10, 6, 0, 4], np.int64)
-    qend = np.array([32, 32, 30, 36, 20], np.int64)
-    got = periodic_parts(codes, offsets, h_read, qbeg, qend)
-    assert got.tolist() == [True, False, True, False, False]
+    h_read = [0, 0, 1, 2, 3]
+    qbeg = [12, 10, 6, 0, 4]
+    qend = [32, 32, 30, 36, 20]
+    got = [periodic_part(codes, offsets[r], offsets[r + 1] - offsets[r], b, e) for r, b, e in zip(h_read, qbeg, qend)]
+    assert got == [True, False, True, False, False]
+
+
+def test_length_cap_in_integers_is_the_float_formula():
+    """length_cap in fixed point gives int(30 (1 - 19 match / best) ln(part) + 0.499), the formula in
+    floating point, for every part and score of reads up to 300 bases."""
+    from pymap.kernels.select import CHANCE_MATCH, length_cap, ln_table
+    ln_q = ln_table(301)
+    for match in (1, 2):
+        for part in range(2, 301):
+            for best in range(CHANCE_MATCH * match + 1, part * match + 1):
+                want = int(30.0 * (1.0 - CHANCE_MATCH * match / best) * np.log(part) + 0.499)
+                assert length_cap(best, part, match, ln_q) == want, (match, part, best)
+    assert length_cap(19, 36, 1, ln_q) == 0 and length_cap(36, 36, 1, ln_q) == 51
+    assert length_cap(100, 150, 1, ln_q) == 122
 
 
 def test_indels_longer_than_the_band(tmp_path, genome):

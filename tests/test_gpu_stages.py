@@ -122,6 +122,63 @@ def test_banded_cuda_equals_cpu(where):
     assert res["aligned"] > res["n"] // 3 and res["wide"] >= 1
 
 
+# ------------------------------------------------------------------------------------- selection
+
+def simulated_hits(rng, n_reads):
+    """select_hits' inputs for n_reads reads of 36-150 bases (every fifth a poly-A or CA repeat),
+    0-6 hits each sorted by (read, strand, start): loci of several nearby starts (merged), equal
+    bests (the seeded pick), clipped parts (periodic ones, chimeric halves), a read without hits."""
+    lengths = rng.choice([36, 60, 100, 150], n_reads)
+    reads = []
+    for i, L in enumerate(lengths):
+        r = rng.integers(0, 4, L).astype(np.uint8)
+        if i % 5 == 0:
+            r[L // 3:] = 0 if i % 10 == 0 else np.tile(np.array([1, 0], np.uint8), L)[:L - L // 3]
+        reads.append(r)
+    offsets = np.zeros(n_reads + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    rows = []
+    for r, L in enumerate(lengths):
+        for _ in range(int(rng.integers(0, 7))):
+            strand, start = int(rng.integers(0, 2)), int(rng.integers(0, 5000))
+            for d in range(int(rng.integers(1, 4))):           # nearby starts: one locus
+                qb = int(rng.choice([0, 0, L // 3, L // 2]))
+                qe = int(rng.choice([L, L, L - L // 4, L // 2])) if qb < L // 2 else L
+                score = int(rng.integers(20, 2 * L)) if rng.random() < 0.7 else 2 * L - 10
+                rows.append((r, strand, start + int(rng.integers(0, 6)) * d, score, qb, max(qe, qb + 1)))
+    rows = sorted(set(rows), key=lambda x: (x[0], x[1], x[2]))
+    types = (np.int64, np.int8, np.int64, np.int32, np.int64, np.int64)
+    cols = [np.array([x[k] for x in rows], t) for k, t in enumerate(types)]
+    maxe = np.ceil(lengths * 0.1).astype(np.int64)
+    return cols, np.concatenate(reads), offsets, maxe
+
+
+def compare_select(n_reads):
+    """Selection on the GPU (kernels.select_cuda) against the CPU's threads, for the scoring and the
+    edit-distance scales: every output equal."""
+    from pymap.kernels.select import NO_SHADOW, select_hits
+    rng = np.random.default_rng(11)
+    cols, codes, offsets, maxe = simulated_hits(rng, n_reads)
+    bad, merged, periodic = [], 0, 0
+    for match, unit in ((1, 5), (0, 1)):
+        args = (*cols, codes, offsets, maxe, match, unit, 7, 3)
+        cpu, gpu = select_hits(*args), select_hits(*args, device="gpu")
+        bad += [name for name, a, b in zip("best n_best sub has_sub mapq primary keep shadow".split(), cpu, gpu)
+                if a.dtype != b.dtype or not np.array_equal(a, b)]
+        keep, shadow = cpu[6], cpu[7]
+        merged = int((~keep).sum())
+        periodic = int((keep & (shadow == cols[3])).sum())
+        assert (shadow[~keep] == NO_SHADOW).all()
+    return {"bad": bad, "hits": int(cols[0].size), "merged": merged, "periodic": periodic}
+
+
+@pytest.mark.parametrize("where", ["simulator", "gpu"])
+def test_select_cuda_equals_cpu(where):
+    res = run_check("compare_select", where, 120 if where == "simulator" else 50000)
+    assert res["bad"] == []
+    assert res["hits"] > 200 and res["merged"] > 10 and res["periodic"] > 0
+
+
 # ------------------------------------------------------------------------------------- seeder
 
 def sampled_reads(rng, codes, n_reads, max_subs, n_every):
@@ -318,7 +375,7 @@ def test_mapping_on_gpu_equals_cpu(where, paired, seeder, lazy, report_all):
     res = run_check("compare_mapping", where, 150 if where == "simulator" else 2000, paired, seeder, lazy,
                     report_all)
     assert res["same"] and res["records"] > 150
-    assert res["on_gpu"] == ["seed", "filter", "extend"] and res["on_cpu"] == []
+    assert res["on_gpu"] == ["seed", "filter", "extend", "select"] and res["on_cpu"] == []
 
 
 def compare_rescue(host_positions, spacing):
