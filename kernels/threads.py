@@ -18,7 +18,7 @@ import numba
 import numpy as np
 
 
-def range_bounds(n, min_len=1, per_thread=8):
+def range_bounds(n, min_len=1, per_thread=2):
     """Boundaries 0 = b[0] < ... < b[-1] = n of about per_thread ranges per thread, of nearly equal
     length and at least min_len items each (one range when n < 2 min_len; none when n == 0)."""
     n = int(n)
