@@ -20,7 +20,9 @@ import numpy as np
 
 def range_bounds(n, min_len=1, per_thread=2):
     """Boundaries 0 = b[0] < ... < b[-1] = n of about per_thread ranges per thread, of nearly equal
-    length and at least min_len items each (one range when n < 2 min_len; none when n == 0)."""
+    length and at least min_len items each (one range when n < 2 min_len; none when n == 0). Two a
+    thread by default: each range is a kernel dispatch under Python's lock, and batches mapped side
+    by side keep the threads busy between one call's ranges (BENCHMARKS.md, thirty-first session)."""
     n = int(n)
     if n <= 0:
         return [0]
