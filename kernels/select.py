@@ -7,7 +7,7 @@ from numba import njit
 from pymap.kernels.threads import range_bounds, run_ranges
 
 MAPQ_MAX = 60
-#: the longest period of a read's aligned part that periodic_parts looks for (homopolymers to
+#: the longest period of a read's aligned part that periodic_part looks for (homopolymers to
 #: tetranucleotide repeats)
 MAX_PERIOD = 4
 #: bwa mem's MAPQ takes a match of its minimum seed length (19 bases) as the runner-up any hit has by
@@ -186,12 +186,17 @@ def select_hits(h_read, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offse
     if device == "gpu":
         from pymap.kernels.select_cuda import select_hits_cuda
         return select_hits_cuda(*args)
-    nh = first[-1]
-    out = (np.empty(n_reads, np.int32), np.empty(n_reads, np.int32), np.empty(n_reads, np.int32),
-           np.empty(n_reads, np.bool_), np.empty(n_reads, np.int32), np.empty(n_reads, np.int64),
-           np.empty(nh, np.bool_), np.empty(nh, np.int64))
+    out = select_outputs(n_reads, int(first[-1]))
     run_ranges(_select_range, range_bounds(n_reads, 2048), *args, *out)
     return out
+
+
+def select_outputs(n_reads, n_hits):
+    """select_hits' outputs, to be filled: best, n_best, sub, has_sub, mapq, primary a read; keep,
+    shadow a hit."""
+    return (np.empty(n_reads, np.int32), np.empty(n_reads, np.int32), np.empty(n_reads, np.int32),
+            np.empty(n_reads, np.bool_), np.empty(n_reads, np.int32), np.empty(n_reads, np.int64),
+            np.empty(n_hits, np.bool_), np.empty(n_hits, np.int64))
 
 
 @njit(cache=True, nogil=True)
@@ -232,14 +237,14 @@ def select_read(r, first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, off
                 b += 1
                 if h_score[b] > h_score[bi]:
                     bi = b
-            # distinct starts within one locus mean the read also aligns shifted (a tandem repeat): a
-            # runner-up
             top = NO_SHADOW
             if periodic_part(codes, ra, length, h_qbeg[bi], h_qend[bi]):
                 top = np.int64(h_score[bi])
             for k in range(a, b + 1):
                 keep[k] = k == bi
                 shadow[k] = NO_SHADOW
+                # distinct starts within one locus mean the read also aligns shifted (a tandem
+                # repeat): a runner-up
                 if h_start[k] != h_start[bi] and h_score[k] > top:
                     top = np.int64(h_score[k])
             shadow[bi] = top

@@ -5,8 +5,6 @@ same MAPQ as the CPU by construction (length_cap's logarithms come from one inte
 The hits come from the host (they are sorted and measured there); the read codes, their offsets and
 the logarithm table are the resident copies the other stages use (cuda_support.resident).
 """
-import numpy as np
-
 from pymap.kernels import select as cpu
 from pymap.kernels.cuda_support import call_buffers, call_inputs, cuda, gpu_lock, kernel_callable, on_gpus, resident, \
     thread_stream
@@ -31,10 +29,7 @@ def select_hits_cuda(first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, o
     """kernels.select.select_hits' arrays (as it prepares them) on the GPUs, the reads split evenly
     over every visible one: the same outputs."""
     n_reads = first.shape[0] - 1
-    nh = int(first[-1])
-    out = (np.empty(n_reads, np.int32), np.empty(n_reads, np.int32), np.empty(n_reads, np.int32),
-           np.empty(n_reads, np.bool_), np.empty(n_reads, np.int32), np.empty(n_reads, np.int64),
-           np.empty(nh, np.bool_), np.empty(nh, np.int64))
+    out = cpu.select_outputs(n_reads, int(first[-1]))
     if n_reads == 0:
         return out
 
