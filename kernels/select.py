@@ -338,7 +338,7 @@ def supplementary_mapq(h_read, h_qbeg, h_qend, h_score, keep, shadow, primary, s
         return mapq
     s = supp[has]
     span = h_qend[s] - h_qbeg[s]
-    best_other = np.full(n_reads, np.iinfo(np.int64).min, np.int64)
+    best_other = np.full(n_reads, NO_SHADOW, np.int64)        # none yet, as a shadow's none
     other = np.flatnonzero(keep)
     t = supp[h_read[other]]
     other = other[(t >= 0) & (t != other) & (primary[h_read[other]] != other)]
@@ -349,7 +349,7 @@ def supplementary_mapq(h_read, h_qbeg, h_qend, h_score, keep, shadow, primary, s
     np.maximum.at(best_other, h_read[other], h_score[other].astype(np.int64))
     best_other[has] = np.maximum(best_other[has], shadow[s])
     sub = best_other[has]
-    has_sub = sub > np.iinfo(np.int64).min
+    has_sub = sub > NO_SHADOW
     mapq[has] = _part_mapqs(h_score[s].astype(np.int64), np.where(has_sub, sub, 0), has_sub, span,
                             read_len[has].astype(np.int64), read_maxe[has].astype(np.int64), match, unit,
                             ln_table(int(read_len.max()) + 1))

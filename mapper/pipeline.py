@@ -89,6 +89,7 @@ class Pipeline:
         self.slack = SlackTable(filt, fixed=options.filter_slack, whole_e=options.report_all)
         self.opt = options
         self.run_stats = RunStats(on_gpu=gpu_stages(seeder, filt, extender))
+        self.select_device = "gpu" if "select" in self.run_stats.on_gpu else "cpu"
         self._local = threading.local()      # the batch mapped on this thread (batch)
         self._lock = threading.Lock()
         self._in_flight = 0
@@ -374,7 +375,7 @@ class Pipeline:
         h.qbeg, h.qend = query_spans(aln.cigar, aln.cigar_offsets, hit_aln, h.strand, lengths[h.read])
         h.best, h.n_best, h.sub, h.has_sub, h.mapq, h.primary, h.keep, h.shadow = select_hits(
             h.read, h.strand, h.start, h.score, h.qbeg, h.qend, batch.codes, batch.offsets, maxe, match, unit,
-            batch.first_index, self.opt.seed, device="gpu" if "select" in self.run_stats.on_gpu else "cpu")
+            batch.first_index, self.opt.seed, device=self.select_device)
         h.mapq_cap = mapq_cap
         h.mapq = np.minimum(h.mapq, mapq_cap)
         reason[h.primary >= 0] = 0
