@@ -276,7 +276,7 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
     t0 = time.perf_counter()
     auto, given_batches = options.processes == "auto", options.batches
     if auto:
-        from pymap.processes import auto_count
+        from pymap.workers import auto_count
         options.processes = auto_count(options.device, options.threads, [reads_path, mates_path], options.dask)
     options.validate()
     if mates_path is not None and options.interleaved:

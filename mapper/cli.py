@@ -13,8 +13,8 @@ import sys
 # inherit the setting (BENCHMARKS.md, "First run and warm run"). Set before NumPy loads.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from pymap import __version__, insert, jitcache, outfile, plugins  # noqa: E402
-from pymap.errors import PymapError, UsageError  # noqa: E402
+from pymap import __version__, jitcache, outfile  # noqa: E402
+from pymap.errors import PluginError, PymapError, UsageError  # noqa: E402
 from pymap.options import DEFAULT_MAX_EDITS, AlignOptions  # noqa: E402
 
 
@@ -221,14 +221,16 @@ def _count(args):
 
 
 def _filter_opts(args):
-    opts = plugins.parse_options(args.filter_opt)
+    from pymap.plugins import parse_options
+    opts = parse_options(args.filter_opt)
     if getattr(args, "device", None):
         opts["device"] = args.device
     return opts
 
 
 def _extender_opts(args):
-    opts = plugins.parse_options(getattr(args, "extender_opt", []))
+    from pymap.plugins import parse_options
+    opts = parse_options(getattr(args, "extender_opt", []))
     for key in ("match", "mismatch", "gap_open", "gap_ext", "clip", "min_score"):
         if getattr(args, key, None) is not None:
             opts[key] = getattr(args, key)
@@ -236,11 +238,12 @@ def _extender_opts(args):
 
 
 def _options(args, **extra):
+    from pymap.plugins import parse_options
     mapping = {} if not hasattr(args, "filter") else dict(   # `candidates` has the seeding options only
-        filter=args.filter, filter_opts=plugins.parse_options(args.filter_opt), extender=args.extender,
+        filter=args.filter, filter_opts=parse_options(args.filter_opt), extender=args.extender,
         extender_opts=_extender_opts(args), filter_slack=args.filter_slack)
     return AlignOptions(max_edits=args.max_edits, threads=args.threads, seeder=args.seeder,
-                        seeder_opts=plugins.parse_options(args.seeder_opt), device=getattr(args, "device", None),
+                        seeder_opts=parse_options(args.seeder_opt), device=getattr(args, "device", None),
                         batch_size=args.batch_size, **mapping, **extra)
 
 
@@ -269,10 +272,10 @@ def _output(path):
 
 def _may_take_processes(args):
     """Whether an align command may map in worker processes: --processes N > 1, or "auto" where
-    pymap.processes.may_take_workers holds (pymap.api.align decides)."""
+    pymap.workers.may_take_workers holds (pymap.api.align decides)."""
     if args.processes != "auto":
         return args.processes > 1
-    from pymap.processes import may_take_workers
+    from pymap.workers import may_take_workers
     return may_take_workers(args.device, [args.reads, args.mates], args.dask)
 
 
@@ -281,13 +284,15 @@ def run(args, argv):
         from pymap.distributed import start_local_server
         start_local_server(args.dask)       # it imports pymap while this process does
     elif args.command == "align" and _may_take_processes(args):
-        from pymap.processes import start_server
-        start_server()                      # likewise
+        from pymap import workers
+        workers.start_server()              # likewise
+        if args.device in ("gpu", "auto"):
+            workers.count_gpus_soon()       # the driver starts while this process imports the mapper
     jitcache.prepare_numba()
     if args.command == "count":
         _count(args)
         return 0
-    from pymap import api
+    from pymap import api, insert, plugins
     if args.command in ("index", "align", "candidates", "filter"):
         jitcache.announce_compiles()
     if args.command == "index":
@@ -373,7 +378,7 @@ def main(argv=None):
             raise
         print(f"pymap: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except plugins.PluginError as exc:
+    except PluginError as exc:
         if debug:
             raise
         print(f"pymap: error: {exc}", file=sys.stderr)
@@ -398,7 +403,8 @@ def main(argv=None):
     except Exception as exc:  # a bug, not the user's doing: say so, whose, and how to see where
         if debug:
             raise
-        plugin = plugins.blamed_plugin(exc)
+        from pymap.plugins import blamed_plugin
+        plugin = blamed_plugin(exc)
         if plugin:
             print(f"pymap: error: the {plugin} failed: {type(exc).__name__}: {exc} (run `pymap --debug ...` "
                   f"for the traceback and report it to the plugin's authors)", file=sys.stderr)

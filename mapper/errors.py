@@ -38,3 +38,7 @@ class PluginContractError(PymapError):
 
 class WorkerLost(PymapError):
     """A worker process ended before its chunks were mapped (killed by a signal, out of memory)."""
+
+
+class PluginError(ValueError):
+    """Unknown plugin or bad plugin option (a usage error)."""

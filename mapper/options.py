@@ -3,8 +3,6 @@ import numbers
 import os
 from dataclasses import dataclass, field, fields
 
-import numpy as np
-
 from pymap.errors import UsageError
 
 DEFAULT_MAX_EDITS = 0.10
@@ -79,7 +77,7 @@ class AlignOptions:
     processes: worker processes on this machine that map the input's chunks, sharing the threads and
     batches side by side (pymap.processes; with device "gpu" spread over the GPUs); 1 (default) maps
     here; "auto" (the command line's default): worker processes for a GPU run of a large plain FASTQ
-    input, else 1 (api.align decides: pymap.processes.auto_count). Worker processes import the
+    input, else 1 (api.align decides: pymap.workers.auto_count). Worker processes import the
     calling script's main module, as multiprocessing's do: a script that asks for them keeps its
     work under `if __name__ == "__main__":`.
     device: "cpu", "gpu" or "auto" (the GPU when one is usable) for every stage that has a device
@@ -113,7 +111,7 @@ class AlignOptions:
     level: int = None
     dask: object = None
     device: str = None
-    processes: object = 1        # an int, or "auto": see pymap.processes.auto_count
+    processes: object = 1        # an int, or "auto": see pymap.workers.auto_count
 
     def validate(self):
         self._check_types()
@@ -163,6 +161,8 @@ class AlignOptions:
         """Each option of the type its annotation says (None where that is its default; an int where
         a float is asked): an API caller's mistake is one UsageError naming it, not a failure deep in
         the run."""
+        import numpy as np
+
         from pymap.insert import InsertModel
         kinds = {int: (numbers.Integral, "a whole number"), float: (numbers.Real, "a number"),
                  bool: ((bool, np.bool_), "True or False"), str: (str, "a string"), dict: (dict, "a dict")}

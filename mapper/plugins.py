@@ -18,13 +18,9 @@ from importlib.metadata import entry_points
 
 import numpy as np
 
-from pymap.errors import PluginContractError
+from pymap.errors import PluginContractError, PluginError  # noqa: F401  (also named plugins.PluginError)
 
 GROUPS = {"seeder": "pymap.seeders", "filter": "pymap.filters", "extender": "pymap.extenders"}
-
-
-class PluginError(ValueError):
-    """Unknown plugin or bad plugin option (a usage error)."""
 
 
 def int_option(name, value, lo, hi=None):

@@ -16,7 +16,8 @@ process driving both (1.2-1.3x one GPU); on one GPU, two processes rather than o
 host of 16 cores). Each process holds its own reference and pipeline, so memory grows with N.
 
 By default (processes "auto") a GPU run of a large plain FASTQ input takes worker processes
-(auto_count); everything else maps in one process.
+(pymap.workers.auto_count, which also holds the server the workers are forked from); everything
+else maps in one process.
 """
 import dataclasses
 import functools
@@ -31,6 +32,7 @@ import traceback
 
 from pymap import chunks, outfile
 from pymap.errors import WorkerLost
+from pymap.workers import context, visible_gpus
 
 #: chunks sent ahead per batch mapped side by side in the workers: a worker asks for the next chunk
 #: as soon as one of its threads is free, while this process waits for the oldest
@@ -145,80 +147,6 @@ def _ended(proc):
     return f"exit code {code}"
 
 
-def _context():
-    """The multiprocessing context of the workers: forked from a server process that has imported
-    the mapper (forkserver) where the platform has one, else spawned. Never forked from this
-    process: CUDA does not survive a fork."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["numpy", "pymap.api", "pymap.chunks", "pymap.processes", "pymap.worker_preload"])
-    return ctx
-
-
-def start_server():
-    """Start the server that forks the workers now, so that it imports the mapper while this process
-    loads the reference (ProcessRun starts it otherwise)."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        from multiprocessing import forkserver
-        _context()
-        forkserver.ensure_running()
-
-
-def _gpus(options):
-    """The GPUs the workers are spread over, as CUDA_VISIBLE_DEVICES names them for a worker (this
-    process's own list where it has one: "2,3" gives ["2", "3"]), with device "gpu" or "auto" where
-    one is usable; else None (no GPU for the stages to choose)."""
-    if options.device not in ("gpu", "auto"):
-        return None
-    from pymap.kernels.cuda_support import cuda_available, gpu_count
-    if not cuda_available():
-        return None
-    n = gpu_count()
-    listed = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
-    return listed[:n] if len(listed) >= n else [str(k) for k in range(n)]
-
-
-#: inputs (plain FASTQ, all files together) from which a GPU run takes worker processes by default:
-#: their start (the workers' imports, pipelines and first kernel calls, about 1.3-1.5 s before the first
-#: chunk) pays off from a few million reads. One H100 of 16 cores, E. coli 150 bp reads, one process
-#: against two (BENCHMARKS.md, thirtieth session): 1 and 2 M reads 3.6-4.4 s against 4.1-5.2 s, 4 M
-#: 4.9 / 6.5 s against 5.3 / 6.4 s, 10 M 8.3 / 12.3 s against 7.2 / 9.0 s, 20 M 16.3 / 19.0 s against
-#: 14.2 / 16.6 s. 1 GiB is about 3.3 M such reads.
-AUTO_MIN_BYTES = 1 << 30
-#: threads a worker process at least has where two share a GPU by default
-AUTO_THREADS_PER_WORKER = 8
-
-
-def auto_count(device, threads, paths, dask=None):
-    """Worker processes for options.processes "auto": with a GPU (device "gpu" or "auto"), one a GPU,
-    and two a GPU where each then has AUTO_THREADS_PER_WORKER threads (threads, 0: all cores), for
-    inputs of plain FASTQ files of AUTO_MIN_BYTES or more; else 1, this process (the CPU, where each
-    process would hold its own decoded reference; small, compressed or piped inputs)."""
-    if not may_take_workers(device, paths, dask):
-        return 1
-    from pymap.reads import is_plain_fastq
-    if not all(is_plain_fastq(str(p)) for p in paths if p is not None):
-        return 1
-    from pymap.kernels.cuda_support import cuda_available, gpu_count
-    if not cuda_available():
-        return 1
-    gpus = gpu_count()
-    per_gpu = min(2, max(1, (threads or os.cpu_count() or 1) // (AUTO_THREADS_PER_WORKER * gpus)))
-    return gpus * per_gpu
-
-
-def may_take_workers(device, paths, dask=None):
-    """What auto_count asks first, without reading the files or asking for a GPU (the command line
-    starts the workers' server on it): device "gpu" or "auto", no Dask, and regular files of
-    AUTO_MIN_BYTES or more together."""
-    if dask is not None or device not in ("gpu", "auto"):
-        return False
-    paths = [str(p) for p in paths if p is not None]
-    return bool(paths) and all(os.path.isfile(p) for p in paths) and \
-        sum(os.path.getsize(p) for p in paths) >= AUTO_MIN_BYTES
-
-
 def _count(n, one, many=None):
     return f"{n} {one if n == 1 else many or one + 's'}"
 
@@ -233,7 +161,7 @@ class ProcessRun(chunks.ChunkedRun):
         self.tally = chunks.Tally()
         self.stats = self.tally.stats
         self.workers, self.conns, self.orders, self.ready = [], [], [], {}
-        self.open_conns, self.finished = [], False
+        self.open_conns, self.finished, self.stopping = [], False, False
         self.place_path = self.place_name = None
         self.holder, self.placed = {}, 0
         self.lost_lock = threading.Lock()
@@ -242,8 +170,8 @@ class ProcessRun(chunks.ChunkedRun):
         self.reference, opts, index_path = chunks.client_load(ref_path, options, index_path)
         per_worker = dataclasses.replace(opts, processes=1, progress=False, threads=opts.process_threads)
         self.options = per_worker
-        gpus = _gpus(opts)
-        ctx = _context()
+        visible = visible_gpus(opts)
+        ctx = context()
         # a lock-free flag: a worker killed while reading an Event would leave its lock held, and
         # the client's set() waiting for it
         self.tasks, self.stop = ctx.SimpleQueue(), ctx.RawValue("b", 0)
@@ -252,7 +180,7 @@ class ProcessRun(chunks.ChunkedRun):
             for k in range(n):
                 ours, theirs = ctx.Pipe(duplex=False)
                 their_orders, orders = ctx.Pipe(duplex=False)
-                gpu = None if gpus is None else gpus[k % len(gpus)]
+                gpu = None if visible is None else visible[k % len(visible)]
                 proc = ctx.Process(target=_work, args=(run, gpu, self.tasks, self.stop, theirs, their_orders),
                                    daemon=True, name=f"pymap-worker-{k}")
                 proc.start()
@@ -265,7 +193,7 @@ class ProcessRun(chunks.ChunkedRun):
         except BaseException:
             self.close()
             raise
-        self.gpus = gpus
+        self.gpus = visible
 
     def writer(self, out, header, ref_path):
         """The run's writer (ChunkedRun.writer); where it writes a plain SAM file, the workers write
@@ -315,6 +243,7 @@ class ProcessRun(chunks.ChunkedRun):
             self._receive(done)                 # the output is complete once every held part is written
         self.tally.finish()
         self.finished = True
+        self._stop()                            # they end while the output is closed
 
     def _place(self, k, offset):
         """Have the worker holding chunk k write its records into the output at offset."""
@@ -369,21 +298,29 @@ class ProcessRun(chunks.ChunkedRun):
             f"ready after {ready[0]:.2f}..{ready[-1]:.2f} s, first chunk back after {self.t_first or 0:.2f} s, "
             f"{self.chunks_done} chunks in {time.perf_counter() - self.t0:.2f} s"]
 
+    def _stop(self):
+        """Tell the workers to end: a None for each of their threads and writers. After a failed run
+        `stop` is set first, so that each thread ends at its next task whatever it is (the chunk it
+        maps first ends; a worker left to end by itself cleans up what it made)."""
+        if self.stopping:
+            return
+        self.stopping = True
+        if not self.finished:
+            self.stop.value = 1
+        try:
+            for _ in range(len(self.workers) * max(1, self.options.batches)):
+                self.tasks.put(None)
+            for orders in self.orders:
+                orders.send(None)
+        except OSError:
+            pass
+
     def close(self):
-        """Stop the workers and remove the scratch directory. Each worker thread ends at a None, or
-        after a failed run at the next task whatever it is (the chunk it maps first ends; a worker
-        left to end by itself cleans up what it made); a worker that does not end soon is terminated."""
+        """Stop the workers, wait for them to end (one that does not end soon is terminated), and
+        remove the scratch directory."""
         alive = [p for p in self.workers if p.is_alive()]
         if alive:
-            if not self.finished:
-                self.stop.value = 1
-            try:
-                for _ in range(len(alive) * max(1, self.options.batches)):
-                    self.tasks.put(None)
-                for orders in self.orders:
-                    orders.send(None)
-            except OSError:
-                pass
+            self._stop()
             deadline = time.monotonic() + 10
             for p in alive:
                 p.join(max(0.1, deadline - time.monotonic()))

@@ -218,16 +218,14 @@ def test_cli_names_the_workers(plain, tmp_path, capsys):
 @pytest.mark.parametrize("visible,want", [(None, ["0", "1"]), ("2,3", ["2", "3"]), ("GPU-a, GPU-b", ["GPU-a", "GPU-b"])])
 def test_workers_are_spread_over_the_visible_gpus(monkeypatch, visible, want):
     """Worker k gets GPU k mod their number, named as this process's CUDA_VISIBLE_DEVICES names it."""
-    from pymap import processes
-    from pymap.kernels import cuda_support
-    monkeypatch.setattr(cuda_support, "cuda_available", lambda: True)
-    monkeypatch.setattr(cuda_support, "gpu_count", lambda: 2)
+    from pymap import workers
+    monkeypatch.setattr(workers, "gpu_count", lambda: 2)
     if visible is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-    assert processes._gpus(AlignOptions(device="gpu")) == want
-    assert processes._gpus(AlignOptions(device="cpu")) is None
+    assert workers.visible_gpus(AlignOptions(device="gpu")) == want
+    assert workers.visible_gpus(AlignOptions(device="cpu")) is None
 
 
 def test_worker_threads_keep_their_own_gpu(monkeypatch):
@@ -307,13 +305,11 @@ def test_cli_stdin_to_stdout_and_one_error_line(tmp_path):
 def fake_gpus(monkeypatch):
     """A visible GPU count for auto_count (the workers themselves find none and map on the CPU), and
     a threshold of 1 KB instead of 1 GiB."""
-    from pymap import processes
-    from pymap.kernels import cuda_support
+    from pymap import workers
 
     def visible(n):
-        monkeypatch.setattr(cuda_support, "cuda_available", lambda: n > 0)
-        monkeypatch.setattr(cuda_support, "gpu_count", lambda: max(n, 1))
-    monkeypatch.setattr(processes, "AUTO_MIN_BYTES", 1000)
+        monkeypatch.setattr(workers, "gpu_count", lambda: n)
+    monkeypatch.setattr(workers, "AUTO_MIN_BYTES", 1000)
     return visible
 
 
@@ -321,24 +317,48 @@ def fake_gpus(monkeypatch):
                                                (2, 8, 2), (0, 16, 1)])
 def test_auto_takes_workers_for_a_gpu_run_of_large_plain_fastq(fake_gpus, plain, pairs, gpus, threads, want):
     """processes "auto": a worker a GPU, two a GPU where each has 8 threads; one process without a GPU."""
-    from pymap.processes import auto_count
+    from pymap.workers import auto_count
     fake_gpus(gpus)
     assert auto_count("gpu", threads, [plain]) == want
     assert auto_count("auto", threads, list(pairs)) == want
 
 
+def test_gpus_are_counted_as_numba_would(monkeypatch):
+    """The driver's own count: one under Numba's CUDA simulator, none where Numba's CUDA is off or
+    there are no NVIDIA device files (this machine, unless it has a GPU); asked once a process, on a
+    thread of its own where count_soon started it."""
+    import glob
+
+    from pymap import workers
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
+    assert workers._ask_driver() == 1
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "0")
+    monkeypatch.setenv("NUMBA_DISABLE_CUDA", "1")
+    assert workers._ask_driver() == 0
+    monkeypatch.delenv("NUMBA_DISABLE_CUDA")
+    monkeypatch.setattr(glob, "glob", lambda pattern: [])
+    monkeypatch.setattr(os.path, "exists", lambda path: False)
+    assert workers._ask_driver() == 0
+    monkeypatch.undo()
+    monkeypatch.setattr(workers, "_ANSWER", [])
+    asked = []
+    monkeypatch.setattr(workers, "_ask_driver", lambda: asked.append(1) or 3)
+    workers.count_gpus_soon()
+    assert workers.gpu_count() == 3 and workers.gpu_count() == 3 and asked == [1]
+
+
 def test_auto_maps_here_otherwise(fake_gpus, plain, tmp_path):
     """The CPU, Dask, stdin, gzip and small inputs map in this process."""
-    from pymap import processes
+    from pymap.workers import auto_count
     fake_gpus(1)
-    assert processes.auto_count("cpu", 16, [plain]) == 1
-    assert processes.auto_count(None, 16, [plain]) == 1
-    assert processes.auto_count("gpu", 16, [plain], dask="local:2") == 1
-    assert processes.auto_count("gpu", 16, ["-"]) == 1
-    assert processes.auto_count("gpu", 16, [READS]) == 1                 # gzip
+    assert auto_count("cpu", 16, [plain]) == 1
+    assert auto_count(None, 16, [plain]) == 1
+    assert auto_count("gpu", 16, [plain], dask="local:2") == 1
+    assert auto_count("gpu", 16, ["-"]) == 1
+    assert auto_count("gpu", 16, [READS]) == 1                 # gzip
     small = tmp_path / "small.fq"
     small.write_bytes(open(plain, "rb").read(900))
-    assert processes.auto_count("gpu", 16, [small]) == 1
+    assert auto_count("gpu", 16, [small]) == 1
 
 
 def test_auto_run_takes_workers_with_the_same_records(fake_gpus, plain, tmp_path, monkeypatch, capsys):
@@ -398,10 +418,9 @@ def test_an_index_that_cannot_be_saved_is_said_before_it_is_built(tmp_path, monk
 def test_cli_auto_without_a_gpu_maps_here(plain, tmp_path, monkeypatch, capsys):
     """The command line's default on a large input with --device auto and no GPU: the workers' server
     may start early, but the run maps in this process, with the records of one."""
-    from pymap import processes
-    from pymap.kernels import cuda_support
-    monkeypatch.setattr(processes, "AUTO_MIN_BYTES", 1000)
-    monkeypatch.setattr(cuda_support, "cuda_available", lambda: False)
+    from pymap import workers
+    monkeypatch.setattr(workers, "AUTO_MIN_BYTES", 1000)
+    monkeypatch.setattr(workers, "gpu_count", lambda: 0)
     out = tmp_path / "cli.sam"
     assert cli.main(["align", "--no-progress", "--device", "auto", "-t", "2", REF, plain, "-o", str(out)]) == 0
     assert "processes" not in capsys.readouterr().err
