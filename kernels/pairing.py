@@ -5,7 +5,7 @@ import math
 import numpy as np
 from numba import njit
 
-from pymap.kernels.select import MAPQ_MAX, mix64
+from pymap.kernels.select import MAPQ_MAX, NO_SHADOW, mix64
 from pymap.kernels.threads import range_bounds, run_ranges
 
 
@@ -223,7 +223,7 @@ def _pair_range(t0, t1, todo, first, h_strand, h_start, h_end, h_ctg, h_score, h
                         break
                     seen += 1
         for k in (pick1[p], pick2[p]):
-            if h_shadow[k] != neg and best - (h_score[k] - h_shadow[k]) > second:
+            if h_shadow[k] != NO_SHADOW and best - (h_score[k] - h_shadow[k]) > second:
                 second = best - (np.int64(h_score[k]) - h_shadow[k])
         # the mates placed apart, one of them at another hit than the pair's, compete (bwa mem's
         # subo counts every unpaired placement; the pair's own hits apart are no other placement)
