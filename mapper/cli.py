@@ -281,8 +281,8 @@ def _may_take_processes(args):
 
 def run(args, argv):
     if args.command == "align" and args.dask:
-        from pymap.distributed import start_local_server
-        start_local_server(args.dask)       # it imports pymap while this process does
+        from pymap import workers
+        workers.start_dask_server(args.dask)    # it imports pymap while this process does
     elif args.command == "align" and _may_take_processes(args):
         from pymap import workers
         workers.start_server()              # likewise

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pymap import chunks
 from pymap.errors import InputError, UsageError
+from pymap.workers import DASK_PRELOAD, is_local, local_workers
 
 #: chunks in flight per worker thread: enough to keep every worker busy while the client waits for
 #: the oldest chunk (workers start, and chunks end, at different times); results wait on the workers
@@ -59,7 +60,7 @@ def connect(spec):
     if not isinstance(spec, str) or not spec:
         raise UsageError(f"--dask must be local:N or a scheduler address, got {spec!r}")
     if is_local(spec):
-        n = _local_workers(spec)
+        n = local_workers(spec)
         import dask
         with dask.config.set({**LOCAL_CLUSTER_CONFIG, **_fork_workers()}):
             # silence_logs: a chunk's failure reaches the client, which says it in one line; the
@@ -85,19 +86,6 @@ def scheduler_address(spec):
     return f"tcp://{spec}"
 
 
-def is_local(spec):
-    """Whether a --dask spec asks for a private local cluster ("local" or "local:N")."""
-    return isinstance(spec, str) and (spec == "local" or spec.startswith("local:"))
-
-
-def _local_workers(spec):
-    """N of "local:N" (all CPUs for "local"); UsageError when it is not a number >= 1."""
-    n = spec.partition(":")[2] or str(os.cpu_count() or 1)
-    if not n.isdigit() or int(n) < 1:
-        raise UsageError(f"--dask local:N needs a number of workers >= 1, got {spec!r}")
-    return int(n)
-
-
 def _fork_workers():
     """Dask settings that fork local workers from one server process that has imported the mapper
     (multiprocessing's forkserver, where the platform has one) rather than start each anew to import
@@ -110,23 +98,10 @@ def _fork_workers():
     method = {"distributed.worker.multiprocessing-method": "forkserver"}
     with dask.config.set(method):
         ctx = get_mp_context()          # Dask's preload (its own packages) is set once, here
-    # ours instead; no effect once this process's server runs (an earlier local cluster)
-    ctx.set_forkserver_preload(["distributed", "numpy", "pymap.api", "pymap.distributed", "pymap.worker_preload"])
+    # ours instead; no effect once this process's server runs (the command line's
+    # workers.start_dask_server, an earlier local cluster)
+    ctx.set_forkserver_preload(DASK_PRELOAD)
     return method
-
-
-def start_local_server(spec):
-    """For `--dask local:N`: start the server process that forks the workers now (_fork_workers), so
-    that it imports pymap and warms Numba while this process starts; connect() starts it otherwise."""
-    if is_local(spec):
-        _local_workers(spec)                    # a bad spec fails here, before anything starts
-        try:
-            method = _fork_workers()
-        except ImportError:
-            return                              # no Dask: connect() says so
-        if method:
-            import multiprocessing.forkserver
-            multiprocessing.forkserver.ensure_running()
 
 
 def dask_setup(worker):

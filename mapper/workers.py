@@ -1,13 +1,15 @@
-"""What a run with worker processes (pymap.processes) decides before it imports the mapper: how
-many workers `--processes auto` takes, the GPUs they are spread over, and the server they are forked
-from. The command line starts that server, and asks NVIDIA's driver for its GPUs on a thread of its
-own, as soon as its arguments are parsed: both then overlap this process's imports (BENCHMARKS.md,
-thirty-second session). Nothing here imports NumPy or Numba.
+"""What a run with worker processes decides before it imports the mapper: how many workers
+`--processes auto` takes (pymap.processes), the GPUs they are spread over, and the servers worker
+processes and local Dask workers (`--dask local:N`, pymap.distributed) are forked from. The command
+line starts the server, and asks NVIDIA's driver for its GPUs on a thread of its own, as soon as its
+arguments are parsed: both then overlap this process's imports (BENCHMARKS.md, thirty-second
+session). Nothing here imports NumPy, Numba or Dask.
 
 The GPUs are counted by the driver library itself (libcuda through ctypes), not through Numba:
 importing numba.cuda for the count took 0.4 s of a GPU run's start."""
 import ctypes
 import glob
+import importlib.util
 import multiprocessing
 import os
 import sys
@@ -33,6 +35,37 @@ def start_server():
         from multiprocessing import forkserver
         context()
         forkserver.ensure_running()
+
+
+#: what the server of local Dask workers imports before it forks them (pymap.distributed)
+DASK_PRELOAD = ["distributed", "numpy", "pymap.api", "pymap.distributed", "pymap.worker_preload"]
+
+
+def is_local(spec):
+    """Whether a --dask spec asks for a private local cluster ("local" or "local:N")."""
+    return isinstance(spec, str) and (spec == "local" or spec.startswith("local:"))
+
+
+def local_workers(spec):
+    """N of "local:N" (all CPUs for "local"); UsageError when it is not a number >= 1."""
+    n = spec.partition(":")[2] or str(os.cpu_count() or 1)
+    if not n.isdigit() or int(n) < 1:
+        from pymap.errors import UsageError
+        raise UsageError(f"--dask local:N needs a number of workers >= 1, got {spec!r}")
+    return int(n)
+
+
+def start_dask_server(spec):
+    """For `--dask local:N`: start the server that forks the local Dask workers now, before this
+    process imports Dask (0.3-0.4 s) or the mapper. pymap.distributed has Dask fork its workers from
+    it (its _fork_workers; it starts the server itself otherwise). Nothing without Dask installed:
+    the run then says so."""
+    if is_local(spec):
+        local_workers(spec)                     # a bad spec fails here, before anything starts
+        if "forkserver" in multiprocessing.get_all_start_methods() and importlib.util.find_spec("distributed"):
+            from multiprocessing import forkserver
+            multiprocessing.get_context("forkserver").set_forkserver_preload(DASK_PRELOAD)
+            forkserver.ensure_running()
 
 
 def visible_gpus(options):

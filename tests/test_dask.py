@@ -313,22 +313,23 @@ def test_local_cluster_runs_workers_without_dask_slowdowns(monkeypatch):
 
 
 def test_cli_local_cluster_started_first_thing(plain, tmp_path):
-    """`pymap align --dask local:N` starts the server that forks the workers before it loads
-    anything (distributed.start_local_server): the same records as one process."""
+    """`pymap align --dask local:N` starts the server that forks the workers before it imports
+    NumPy, Numba or Dask (workers.start_dask_server): the same records as one process."""
     import subprocess
     import sys
     _align(tmp_path / "one.sam")
-    code = ("import sys, multiprocessing.forkserver as f; from pymap import cli; from pymap import distributed as d\n"
-            "start = d.start_local_server\n"
+    code = ("import sys, multiprocessing.forkserver as f; from pymap import cli, workers as w\n"
+            "start = w.start_dask_server\n"
             "def traced(spec):\n"
             "    start(spec)\n"
-            "    print('server', f._forkserver._forkserver_pid is not None, 'numba' in sys.modules, file=sys.stderr)\n"
-            "d.start_local_server = traced\n"
+            "    print('server', f._forkserver._forkserver_pid is not None,\n"
+            "          [m for m in ('numpy', 'numba', 'distributed') if m in sys.modules], file=sys.stderr)\n"
+            "w.start_dask_server = traced\n"
             "sys.exit(cli.main(sys.argv[1:]))")
     res = subprocess.run([sys.executable, "-c", code, "align", REF, plain, "--dask", "local:2", "--batch-size", "150",
                           "--no-progress", "-o", str(tmp_path / "dask.sam")], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
-    assert "server True False" in res.stderr        # running before this process imported Numba
+    assert "server True []" in res.stderr           # running before this process imported them
     assert _body(tmp_path / "dask.sam") == _body(tmp_path / "one.sam")
 
 
