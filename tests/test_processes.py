@@ -426,3 +426,16 @@ def test_cli_auto_without_a_gpu_maps_here(plain, tmp_path, monkeypatch, capsys):
     assert "processes" not in capsys.readouterr().err
     _align(tmp_path / "one.sam", plain)
     assert _body(out) == _body(tmp_path / "one.sam") and _workers_left() == []
+
+
+def test_the_command_line_decides_on_workers_before_it_imports_numpy():
+    """What the command line needs to start the workers' server and count the GPUs (pymap.cli,
+    pymap.workers) imports neither NumPy, Numba nor Dask: the server's imports and the driver's start
+    overlap this process's own."""
+    import subprocess
+    import sys
+    code = ("import sys, pymap.cli, pymap.workers\n"
+            "print([m for m in ('numpy', 'numba', 'distributed') if m in sys.modules])")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "[]"
