@@ -16,6 +16,8 @@ import sys
 import threading
 from concurrent.futures import Future
 
+from pymap.errors import UsageError
+
 
 def context():
     """The multiprocessing context of the workers: forked from a server process that has imported
@@ -50,7 +52,6 @@ def local_workers(spec):
     """N of "local:N" (all CPUs for "local"); UsageError when it is not a number >= 1."""
     n = spec.partition(":")[2] or str(os.cpu_count() or 1)
     if not n.isdigit() or int(n) < 1:
-        from pymap.errors import UsageError
         raise UsageError(f"--dask local:N needs a number of workers >= 1, got {spec!r}")
     return int(n)
 
