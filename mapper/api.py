@@ -196,14 +196,16 @@ def with_device(kind, spec, opts, device):
     return opts
 
 
-def make_pipeline(ref_path, options, index_path=None, paired=False):
+def make_pipeline(ref_path, options, index_path=None, paired=False, reference=None):
+    """The Pipeline of a run (reference: ref_path's already loaded by open_reference, None: load it)."""
     options = _own_copy(options)
     options.validate()
     set_threads(options.threads)
     if options.device == "gpu":
         from pymap.kernels.cuda_support import start_contexts
         start_contexts()        # the driver's start overlaps the loading below (warm_up waits for it)
-    reference = open_reference(ref_path, options.seeder, index_path)
+    if reference is None:
+        reference = open_reference(ref_path, options.seeder, index_path)
     options.seeder = options.seeder or default_seeder(int(reference.codes.shape[0]))
     seeder_opts = dict(options.seeder_opts)
     if options.report_all:
@@ -290,12 +292,12 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
         from pymap.processes import ProcessRun
         try:
             run = ProcessRun(ref_path, options, index_path, paired, auto=auto)
-        except IndexNotOnDisk:
+        except IndexNotOnDisk as exc:
             if not auto:
                 raise
             # an index that cannot be saved: the run maps in this process, as auto would have chosen
             options = dataclasses.replace(options, processes=1, batches=given_batches).validate()
-            run = LocalRun(ref_path, options, index_path, paired)
+            run = LocalRun(ref_path, options, index_path, paired, reference=exc.reference)
     else:
         run = LocalRun(ref_path, options, index_path, paired)
     note_unusual_names(run.reference.names, ref_path)
@@ -343,9 +345,10 @@ class LocalRun:
     """Maps in this process: every batch through one Pipeline (threads inside the kernels), up to
     options.batches of them side by side when the stages allow it (Pipeline.concurrent)."""
 
-    def __init__(self, ref_path, options, index_path, paired):
+    def __init__(self, ref_path, options, index_path, paired, reference=None):
+        """reference: the reference of ref_path already loaded (None: load it)."""
         self.options = options
-        self.pipe = make_pipeline(ref_path, options, index_path, paired=paired)
+        self.pipe = make_pipeline(ref_path, options, index_path, paired=paired, reference=reference)
         self.reference = self.pipe.ref
         self.stats = self.pipe.run_stats
         self.model = None

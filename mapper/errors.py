@@ -16,7 +16,10 @@ class InputError(PymapError):
 
 
 class IndexNotOnDisk(InputError):
-    """Worker processes need the index saved, and it could not be (pymap.chunks.client_load)."""
+    """Worker processes need the index saved, and it could not be (pymap.chunks.client_load).
+    reference: the reference the client had loaded by then (None if not), for a run that maps in
+    the client instead."""
+    reference = None
 
 
 class OutputError(PymapError):

@@ -439,3 +439,27 @@ def test_the_command_line_decides_on_workers_before_it_imports_numpy():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "[]"
+
+
+def test_an_auto_run_without_a_saved_index_maps_here_loading_the_reference_once(fake_gpus, tmp_path, monkeypatch,
+                                                                               plain):
+    """Where the index cannot be saved for the workers, an auto run maps in this process with the
+    reference the client had loaded (a large genome's FASTA parsed once, not twice)."""
+    import shutil
+
+    from pymap import api as api_mod
+    fake_gpus(1)
+    (tmp_path / "ro").mkdir()
+    ref = tmp_path / "ro" / "ref.fa"
+    shutil.copy(REF, ref)
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p) == str(ref.parent) and mode == os.W_OK
+                        else real_access(p, mode, **kw))
+    loads = []
+    real_open = api_mod.open_reference
+    monkeypatch.setattr(api_mod, "open_reference", lambda *a, **kw: loads.append(1) or real_open(*a, **kw))
+    opts = AlignOptions(progress=False, device="auto", threads=16, processes="auto", batch_size=500)
+    api.align(str(ref), plain, out=str(tmp_path / "auto.sam"), options=opts, summary=False)
+    assert loads == [1] and _workers_left() == []
+    _align(tmp_path / "one.sam", plain, batch_size=500)
+    assert _body(tmp_path / "auto.sam") == _body(tmp_path / "one.sam")
