@@ -393,19 +393,25 @@ def test_cli_takes_auto_or_a_count():
     assert cli.main(["align", "--processes", "many", REF, READS]) == 2
 
 
-def test_an_index_that_cannot_be_saved_is_said_before_it_is_built(tmp_path, monkeypatch, plain):
-    """Worker processes need the index on disk: where it is missing and its directory not writable,
-    the client says so before building it (an auto run then maps here, building it once)."""
+@pytest.fixture
+def read_only_ref(tmp_path, monkeypatch):
+    """A copy of the reference in a directory this process may not write to (os.access says so)."""
     import shutil
-
-    from pymap import api as api_mod
-    from pymap.errors import IndexNotOnDisk
     (tmp_path / "ro").mkdir()
     ref = tmp_path / "ro" / "ref.fa"
     shutil.copy(REF, ref)
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p) == str(ref.parent) and mode == os.W_OK
                         else real_access(p, mode, **kw))
+    return ref
+
+
+def test_an_index_that_cannot_be_saved_is_said_before_it_is_built(tmp_path, monkeypatch, plain, read_only_ref):
+    """Worker processes need the index on disk: where it is missing and its directory not writable,
+    the client says so before building it (an auto run then maps here, building it once)."""
+    from pymap import api as api_mod
+    from pymap.errors import IndexNotOnDisk
+    ref = read_only_ref
     built = []
     real_open = api_mod.open_index
     monkeypatch.setattr(api_mod, "open_index", lambda *a, **kw: built.append(1) or real_open(*a, **kw))
@@ -441,20 +447,13 @@ def test_the_command_line_decides_on_workers_before_it_imports_numpy():
     assert res.stdout.strip() == "[]"
 
 
-def test_an_auto_run_without_a_saved_index_maps_here_loading_the_reference_once(fake_gpus, tmp_path, monkeypatch,
-                                                                               plain):
+def test_an_auto_run_without_a_saved_index_maps_here_loading_the_reference_once(
+        fake_gpus, tmp_path, monkeypatch, plain, read_only_ref):
     """Where the index cannot be saved for the workers, an auto run maps in this process with the
     reference the client had loaded (a large genome's FASTA parsed once, not twice)."""
-    import shutil
-
     from pymap import api as api_mod
     fake_gpus(1)
-    (tmp_path / "ro").mkdir()
-    ref = tmp_path / "ro" / "ref.fa"
-    shutil.copy(REF, ref)
-    real_access = os.access
-    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p) == str(ref.parent) and mode == os.W_OK
-                        else real_access(p, mode, **kw))
+    ref = read_only_ref
     loads = []
     real_open = api_mod.open_reference
     monkeypatch.setattr(api_mod, "open_reference", lambda *a, **kw: loads.append(1) or real_open(*a, **kw))
