@@ -10,10 +10,7 @@ pymap.kernels.threads.tally does). The mapper maps batches side by side (--batch
 stage allows it; the default, False, keeps a third-party stage to one batch at a time.
 """
 import functools
-import glob
 import inspect
-import os
-import sys
 from importlib.metadata import entry_points
 
 import numpy as np
@@ -45,9 +42,8 @@ def gpu_usable():
     """True when a CUDA GPU (or Numba's simulator, NUMBA_ENABLE_CUDASIM=1) can run kernels. On Linux
     without NVIDIA device files the answer is False without importing numba.cuda, which costs 0.2 s
     of every run's start-up."""
-    simulator = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
-    if not simulator and sys.platform.startswith("linux") and not glob.glob("/dev/nvidia[0-9]*") \
-            and not os.path.exists("/dev/dxg"):
+    from pymap.workers import cuda_simulated, no_gpu_files
+    if not cuda_simulated() and no_gpu_files():
         return False
     from pymap.kernels.cuda_support import cuda_available
     return cuda_available()

@@ -161,13 +161,22 @@ def _flag(name):
     return os.environ.get(name, "0") not in ("", "0")
 
 
+def cuda_simulated():
+    """Whether Numba's CUDA simulator is on (NUMBA_ENABLE_CUDASIM): it counts as one GPU."""
+    return _flag("NUMBA_ENABLE_CUDASIM")
+
+
+def no_gpu_files():
+    """True where there can be no GPU, told without loading a library: Linux without NVIDIA's device
+    files (nor WSL's /dev/dxg)."""
+    return sys.platform.startswith("linux") and not glob.glob("/dev/nvidia[0-9]*") and not os.path.exists("/dev/dxg")
+
+
 def _ask_driver():
-    if _flag("NUMBA_ENABLE_CUDASIM"):
+    if cuda_simulated():
         return 1
-    if _flag("NUMBA_DISABLE_CUDA"):
+    if _flag("NUMBA_DISABLE_CUDA") or no_gpu_files():
         return 0
-    if sys.platform.startswith("linux") and not glob.glob("/dev/nvidia[0-9]*") and not os.path.exists("/dev/dxg"):
-        return 0                         # no NVIDIA device files: no GPU, without loading a library
     names = [os.environ["NUMBA_CUDA_DRIVER"]] if os.environ.get("NUMBA_CUDA_DRIVER") else \
         ["nvcuda.dll"] if sys.platform == "win32" else ["libcuda.so.1", "libcuda.so"]
     for name in names:
