@@ -3,7 +3,7 @@
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
 #   bash scripts/gpu/session.sh STEP ...   (default: tests bench ncu map)
 #   steps: tests gpustages bench cand scale ncu ncumap map gpupipe gpumem gpupairpipe gpupairs abpipe spy spystart gpustart firstcalls batchsweep large multigpu
-#          twoproc daskgpu procs gpuprocs
+#          twoproc daskgpu procs gpuprocs nsys
 #          cpus ceiling hostceiling dask daskab daskprof output (each is described where the case below handles it)
 # (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
 # dependencies, see BENCHMARKS.md "Scale-out on Dask")
@@ -434,5 +434,36 @@ print(f'import numba {t1 - t0:.2f} s, numba.cuda {t2 - t1:.2f} s, context {t3 - 
     CUDA_VISIBLE_DEVICES= python3 scripts/bench_output.py --ref /tmp/map/ecoli_MG1655.fa --reads /tmp/map/r150.fq --only all -t 2 \
       --repeats 1 --samtools pysam --workdir /tmp/map/output --md "$OUT/output.md" --json "$OUT/output.json" \
       2> "$OUT/output.log"; cat "$OUT/output.md" ;;
+  nsys)
+    # Nsight Systems around the default `pymap align --device gpu -t nproc` (worker processes) on MAP_READS
+    # reads x REPEAT_SETS (default 10) on /dev/shm: the run alone under scripts/gpu/cpu_busy.py (how many
+    # CPUs it keeps busy), a CUDA trace (kernels, copies, CUDA calls) and a trace of the CPUs sampled
+    # (500 Hz a CPU; the CUDA trace did not start in the workers when both were asked of one run), each
+    # exported to SQLite and summed up by scripts/gpu/nsys_summary.py. The machines' nsys is the one
+    # bundled with Nsight Compute; its importer needs libdw and libelf, which the image lacks:
+    # .gpu/nsyslibs holds Debian's (apt-get download libdw1 libelf1, dpkg-deb -x each, copy their
+    # usr/lib/x86_64-linux-gnu/* there).
+    ecoli_reads && python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
+    NSYS=$(ls /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys | tail -1)
+    export LD_LIBRARY_PATH=$PWD/.gpu/nsyslibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    W=/dev/shm/pymap; mkdir -p $W && head -400000 /tmp/map/r150.fq > $W/warm.fq
+    for k in $(seq ${REPEAT_SETS:-10}); do cat /tmp/map/r150.fq; done > $W/many.fq
+    A="python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa --no-progress -t $(nproc) --device gpu"
+    $A $W/warm.fq -o $W/warm.sam 2>/dev/null
+    rm -f $W/nsys.sam; python3 scripts/gpu/cpu_busy.py -- $A $W/many.fq -o $W/nsys.sam > "$OUT/nsys_busy.md" 2>&1
+    head -1 "$OUT/nsys_busy.md"
+    for trace in cuda cpus; do
+      case $trace in
+        cuda) flags="-t cuda --sample=none --cpuctxsw=none" ;;
+        cpus) flags="-t none --sample=process-tree --cpuctxsw=none" ;;
+      esac
+      rm -f $W/nsys.sam
+      $NSYS profile $flags -f true -o /tmp/map/nsys_$trace $A $W/many.fq -o $W/nsys.sam > "$OUT/nsys_$trace.log" 2>&1
+      $NSYS export -t sqlite -f true -o /tmp/map/nsys_$trace.sqlite /tmp/map/nsys_$trace.nsys-rep > /dev/null 2>&1
+      python3 scripts/gpu/nsys_summary.py /tmp/map/nsys_$trace.sqlite ${NSYS_WINDOW:+--window $NSYS_WINDOW} \
+        > "$OUT/nsys_$trace.md" 2>&1
+      head -12 "$OUT/nsys_$trace.md"
+      xz -T0 -6 -c /tmp/map/nsys_$trace.sqlite > "$OUT/nsys_$trace.sqlite.xz"
+    done ;;
   esac
 done
