@@ -279,7 +279,8 @@ def align(ref_path, reads_path, out=None, options=None, index_path=None, command
     auto, given_batches = options.processes == "auto", options.batches
     if auto:
         from pymap.workers import auto_count
-        options.processes = auto_count(options.device, options.threads, [reads_path, mates_path], options.dask)
+        options.processes = auto_count(options.device, options.threads, [reads_path, mates_path], options.dask,
+                                       paired=mates_path is not None or options.interleaved, reference=ref_path)
     options.validate()
     if mates_path is not None and options.interleaved:
         raise UsageError("give either two read files or -p/--interleaved with one")

@@ -91,13 +91,27 @@ def visible_gpus(options):
 AUTO_MIN_BYTES = 1 << 30
 #: threads a worker process at least has where two share a GPU by default
 AUTO_THREADS_PER_WORKER = 8
+#: paired reads: up to four workers a GPU of at least 4 threads each. A pair batch keeps more of its
+#: host work under its process's Python lock (pairing, mate rescue) than a batch of single reads, so
+#: more processes help it: one H100 of 16 cores, 10 M E. coli pairs, five rounds alternated over two
+#: machines, 13.5-14.8 s with four workers against 15.8-17.4 s with two (one slower outlier, 28.8 s);
+#: single reads gained nothing consistent from four (BENCHMARKS.md, thirty-third session)
+AUTO_PAIR_THREADS_PER_WORKER = 4
+AUTO_PAIR_WORKERS_PER_GPU = 4
+#: the largest reference file (bytes; a gzip one counts COMPRESSED_RATIO times) for which paired
+#: runs take AUTO_PAIR_WORKERS_PER_GPU: each worker keeps its own copy of the index and the reference
+#: on its GPU, and four copies of a large genome's would crowd it
+AUTO_PAIR_MAX_REFERENCE = 1 << 30
+COMPRESSED_RATIO = 4
 
 
-def auto_count(device, threads, paths, dask=None):
+def auto_count(device, threads, paths, dask=None, paired=False, reference=None):
     """Worker processes for options.processes "auto": with a GPU (device "gpu" or "auto"), one a GPU,
     and two a GPU where each then has AUTO_THREADS_PER_WORKER threads (threads, 0: all cores), for
-    inputs of plain FASTQ files of AUTO_MIN_BYTES or more; else 1, this process (the CPU, where each
-    process would hold its own decoded reference; small, compressed or piped inputs)."""
+    inputs of plain FASTQ files of AUTO_MIN_BYTES or more; paired reads (paired) against a reference
+    file (reference, its path) of at most AUTO_PAIR_MAX_REFERENCE bytes take up to
+    AUTO_PAIR_WORKERS_PER_GPU a GPU of AUTO_PAIR_THREADS_PER_WORKER threads. Else 1, this process (the
+    CPU, where each process would hold its own decoded reference; small, compressed or piped inputs)."""
     if not may_take_workers(device, paths, dask):
         return 1
     from pymap.reads import is_plain_fastq
@@ -106,8 +120,23 @@ def auto_count(device, threads, paths, dask=None):
     n = gpu_count()
     if n == 0:
         return 1
-    per_gpu = min(2, max(1, (threads or os.cpu_count() or 1) // (AUTO_THREADS_PER_WORKER * n)))
+    per_worker, most = AUTO_THREADS_PER_WORKER, 2
+    if paired and _reference_bytes(reference) <= AUTO_PAIR_MAX_REFERENCE:
+        per_worker, most = AUTO_PAIR_THREADS_PER_WORKER, AUTO_PAIR_WORKERS_PER_GPU
+    per_gpu = min(most, max(1, (threads or os.cpu_count() or 1) // (per_worker * n)))
     return n * per_gpu
+
+
+def _reference_bytes(path):
+    """The reference file's size, a gzip one's times COMPRESSED_RATIO; unknown (no path, not a file)
+    counts as larger than any limit."""
+    try:
+        with open(path, "rb") as fh:
+            gz = fh.read(2) == b"\x1f\x8b"
+            size = os.fstat(fh.fileno()).st_size
+    except (OSError, TypeError):
+        return float("inf")
+    return size * COMPRESSED_RATIO if gz else size
 
 
 def may_take_workers(device, paths, dask=None):

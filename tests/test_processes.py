@@ -313,14 +313,35 @@ def fake_gpus(monkeypatch):
     return visible
 
 
-@pytest.mark.parametrize("gpus,threads,want", [(1, 16, 2), (1, 32, 2), (1, 15, 1), (1, 8, 1), (2, 16, 2), (2, 32, 4),
-                                               (2, 8, 2), (0, 16, 1)])
-def test_auto_takes_workers_for_a_gpu_run_of_large_plain_fastq(fake_gpus, plain, pairs, gpus, threads, want):
-    """processes "auto": a worker a GPU, two a GPU where each has 8 threads; one process without a GPU."""
+@pytest.mark.parametrize("gpus,threads,want,want_pairs", [
+    (1, 16, 2, 4), (1, 32, 2, 4), (1, 15, 1, 3), (1, 8, 1, 2), (1, 4, 1, 1), (2, 16, 2, 4), (2, 32, 4, 8),
+    (2, 8, 2, 2), (0, 16, 1, 1)])
+def test_auto_takes_workers_for_a_gpu_run_of_large_plain_fastq(fake_gpus, plain, pairs, gpus, threads, want,
+                                                                want_pairs):
+    """processes "auto": a worker a GPU, two a GPU where each has 8 threads; pairs against a
+    reference of up to 1 GiB up to four a GPU of 4 threads each; one process without a GPU."""
     from pymap.workers import auto_count
     fake_gpus(gpus)
-    assert auto_count("gpu", threads, [plain]) == want
-    assert auto_count("auto", threads, list(pairs)) == want
+    assert auto_count("gpu", threads, [plain], reference=REF) == want
+    assert auto_count("auto", threads, list(pairs), paired=True, reference=REF) == want_pairs
+    assert auto_count("auto", threads, [plain], paired=True, reference=REF) == want_pairs    # interleaved
+
+
+def test_auto_takes_fewer_pair_workers_against_a_large_or_unknown_reference(fake_gpus, pairs, tmp_path,
+                                                                           monkeypatch):
+    """Each worker keeps its own copy of the index and reference on its GPU: against a reference file
+    over the limit (a gzip one counted four times its size) or one that cannot be read, pairs take
+    the single reads' two workers a GPU."""
+    from pymap import workers
+    fake_gpus(1)
+    monkeypatch.setattr(workers, "AUTO_PAIR_MAX_REFERENCE", 1000)
+    small, packed = tmp_path / "small.fa", tmp_path / "packed.fa.gz"
+    small.write_bytes(b">c\n" + b"ACGT" * 200 + b"\n")
+    packed.write_bytes(b"\x1f\x8b" + bytes(298))            # read as 300 bytes of gzip: 1,200 of FASTA
+    assert workers.auto_count("gpu", 16, list(pairs), paired=True, reference=str(small)) == 4
+    assert workers.auto_count("gpu", 16, list(pairs), paired=True, reference=str(packed)) == 2
+    assert workers.auto_count("gpu", 16, list(pairs), paired=True, reference=str(tmp_path / "none.fa")) == 2
+    assert workers.auto_count("gpu", 16, list(pairs), paired=True, reference=REF) == 2    # 49 kB
 
 
 def test_gpus_are_counted_as_numba_would(monkeypatch):

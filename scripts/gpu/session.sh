@@ -450,7 +450,7 @@ print(f'import numba {t1 - t0:.2f} s, numba.cuda {t2 - t1:.2f} s, context {t3 - 
     for k in $(seq ${REPEAT_SETS:-10}); do cat /tmp/map/r150.fq; done > $W/many.fq
     A="python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa --no-progress -t $(nproc) --device gpu"
     $A $W/warm.fq -o $W/warm.sam 2>/dev/null
-    rm -f $W/nsys.sam; python3 scripts/gpu/cpu_busy.py -- $A $W/many.fq -o $W/nsys.sam > "$OUT/nsys_busy.md" 2>&1
+    rm -f $W/nsys.sam; python3 scripts/gpu/cpu_busy.py -- $A $W/many.fq -o $W/nsys.sam > "$OUT/nsys_busy.md" 2>/dev/null
     head -1 "$OUT/nsys_busy.md"
     for trace in cuda cpus; do
       case $trace in
@@ -458,7 +458,7 @@ print(f'import numba {t1 - t0:.2f} s, numba.cuda {t2 - t1:.2f} s, context {t3 - 
         cpus) flags="-t none --sample=process-tree --cpuctxsw=none" ;;
       esac
       rm -f $W/nsys.sam
-      $NSYS profile $flags -f true -o /tmp/map/nsys_$trace $A $W/many.fq -o $W/nsys.sam > "$OUT/nsys_$trace.log" 2>&1
+      $NSYS profile $flags -f true -o /tmp/map/nsys_$trace $A $W/many.fq -o $W/nsys.sam > /tmp/map/nsys_$trace.log 2>&1
       $NSYS export -t sqlite -f true -o /tmp/map/nsys_$trace.sqlite /tmp/map/nsys_$trace.nsys-rep > /dev/null 2>&1
       python3 scripts/gpu/nsys_summary.py /tmp/map/nsys_$trace.sqlite ${NSYS_WINDOW:+--window $NSYS_WINDOW} \
         > "$OUT/nsys_$trace.md" 2>&1
