@@ -162,7 +162,8 @@ def build_parser():
                    help="map in N worker processes of this machine sharing the threads (with --device gpu "
                         "spread over the GPUs), --batches in each; the output does not depend on it "
                         "(default: auto, worker processes for --device gpu on 1 GiB or more of plain FASTQ, "
-                        "two a GPU with 16 threads a GPU; else 1, this process)")
+                        "two a GPU with 16 threads a GPU, four for pairs against a reference of up to 1 GiB; "
+                        "else 1, this process)")
 
     p = sub.add_parser("filter", help="run a pre-alignment filter on a pair file")
     p.add_argument("pairs", help="one pair per line: read TAB reference segment (same length); - for stdin")

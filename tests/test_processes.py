@@ -316,8 +316,8 @@ def fake_gpus(monkeypatch):
 @pytest.mark.parametrize("gpus,threads,want,want_pairs", [
     (1, 16, 2, 4), (1, 32, 2, 4), (1, 15, 1, 3), (1, 8, 1, 2), (1, 4, 1, 1), (2, 16, 2, 4), (2, 32, 4, 8),
     (2, 8, 2, 2), (0, 16, 1, 1)])
-def test_auto_takes_workers_for_a_gpu_run_of_large_plain_fastq(fake_gpus, plain, pairs, gpus, threads, want,
-                                                                want_pairs):
+def test_auto_takes_workers_for_a_gpu_run_of_large_plain_fastq(
+        fake_gpus, plain, pairs, gpus, threads, want, want_pairs):
     """processes "auto": a worker a GPU, two a GPU where each has 8 threads; pairs against a
     reference of up to 1 GiB up to four a GPU of 4 threads each; one process without a GPU."""
     from pymap.workers import auto_count
@@ -327,8 +327,8 @@ def test_auto_takes_workers_for_a_gpu_run_of_large_plain_fastq(fake_gpus, plain,
     assert auto_count("auto", threads, [plain], paired=True, reference=REF) == want_pairs    # interleaved
 
 
-def test_auto_takes_fewer_pair_workers_against_a_large_or_unknown_reference(fake_gpus, pairs, tmp_path,
-                                                                           monkeypatch):
+def test_auto_takes_fewer_pair_workers_against_a_large_or_unknown_reference(
+        fake_gpus, pairs, tmp_path, monkeypatch):
     """Each worker keeps its own copy of the index and reference on its GPU: against a reference file
     over the limit (a gzip one counted four times its size) or one that cannot be read, pairs take
     the single reads' two workers a GPU."""
