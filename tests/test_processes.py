@@ -409,6 +409,19 @@ def test_auto_run_takes_workers_with_the_same_records(fake_gpus, plain, tmp_path
     assert _workers_left() == []
 
 
+def test_auto_pairs_run_takes_four_workers_with_the_same_records(fake_gpus, pairs, tmp_path, capsys):
+    """An "auto" run of paired reads against a small reference takes four workers a GPU of 4 threads;
+    its records are one process's."""
+    fake_gpus(1)
+    r1, r2 = pairs
+    api.align(REF, r1, out=str(tmp_path / "auto.sam"), mates_path=r2,
+              options=AlignOptions(progress=False, device="auto", threads=16, processes="auto", batch_size=300))
+    assert "note: processes (auto): 4 workers on 1 GPU (4 threads" in capsys.readouterr().err
+    _align(tmp_path / "one.sam", r1, r2, processes=1, batch_size=300)
+    assert _body(tmp_path / "auto.sam") == _body(tmp_path / "one.sam")
+    assert _workers_left() == []
+
+
 def test_cli_takes_auto_or_a_count():
     assert cli._processes("auto") == "auto" and cli._processes("3") == 3
     assert cli.main(["align", "--processes", "many", REF, READS]) == 2
