@@ -93,8 +93,8 @@ AUTO_MIN_BYTES = 1 << 30
 AUTO_THREADS_PER_WORKER = 8
 #: paired reads: up to four workers a GPU of at least 4 threads each. A pair batch keeps more of its
 #: host work under its process's Python lock (pairing, mate rescue) than a batch of single reads, so
-#: more processes help it: one H100 of 16 cores, 10 M E. coli pairs, five rounds alternated over two
-#: machines, 13.5-14.8 s with four workers against 15.8-17.4 s with two (one slower outlier, 28.8 s);
+#: more processes help it: one H100 of 16 cores, 10 M E. coli pairs, five rounds alternated in two
+#: calls, 13.5-14.8 s with four workers against 15.8-17.4 s with two (one slower outlier, 28.8 s);
 #: single reads gained nothing consistent from four (BENCHMARKS.md, thirty-third session)
 AUTO_PAIR_THREADS_PER_WORKER = 4
 AUTO_PAIR_WORKERS_PER_GPU = 4
