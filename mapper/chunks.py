@@ -59,10 +59,9 @@ def client_load(ref_path, options, index_path):
     path = os.path.abspath(api.index_file(seeder, reference, ref_path, index_path))
     if not os.path.exists(path) and not os.access(os.path.dirname(path), os.W_OK):
         # said before the index is built (minutes for a large genome) rather than after
-        exc = IndexNotOnDisk(f"{path}: the workers need the index on disk, and it cannot be saved there "
-                             f"(pymap index -o PATH, then --index PATH)")
-        exc.reference = reference       # an auto run maps here instead, without loading it again
-        raise exc
+        # an auto run then maps here with the reference, without loading it again
+        raise IndexNotOnDisk(f"{path}: the workers need the index on disk, and it cannot be saved there "
+                             f"(pymap index -o PATH, then --index PATH)", reference=reference)
     api.open_index(seeder, reference, ref_path, index_path, verify=False)
     if not os.path.exists(path):
         raise IndexNotOnDisk(f"{path}: the index could not be saved, and the workers need it on disk")

@@ -19,7 +19,10 @@ class IndexNotOnDisk(InputError):
     """Worker processes need the index saved, and it could not be (pymap.chunks.client_load).
     reference: the reference the client had loaded by then (None if not), for a run that maps in
     the client instead."""
-    reference = None
+
+    def __init__(self, message, reference=None):
+        super().__init__(message)
+        self.reference = reference
 
 
 class OutputError(PymapError):

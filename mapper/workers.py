@@ -19,6 +19,10 @@ from concurrent.futures import Future
 from pymap.errors import UsageError
 
 
+#: what the server of worker processes imports before it forks them (pymap.processes)
+PRELOAD = ["numpy", "pymap.api", "pymap.chunks", "pymap.processes", "pymap.worker_preload"]
+
+
 def context():
     """The multiprocessing context of the workers: forked from a server process that has imported
     the mapper (forkserver) where the platform has one, else spawned. Never forked from this
@@ -26,7 +30,7 @@ def context():
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["numpy", "pymap.api", "pymap.chunks", "pymap.processes", "pymap.worker_preload"])
+    ctx.set_forkserver_preload(PRELOAD)
     return ctx
 
 
