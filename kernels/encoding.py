@@ -21,13 +21,47 @@ CODE_TO_ASCII = np.frombuffer(b"ACGTN", dtype=np.uint8).copy()
 COMPLEMENT_CODE = np.array([3, 2, 1, 0, 4], dtype=np.uint8)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def code_of(b):
+    """ASCII_TO_CODE[b] for a byte b, computed rather than looked up: a loop over bytes that uses it
+    vectorises, one with a table lookup per byte does not."""
+    u = b & np.uint8(0xDF)                          # a c g t -> A C G T
+    x = (u >> np.uint8(1)) & np.uint8(3)            # A 0, C 1, T 2, G 3
+    c = x ^ (x >> np.uint8(1))                      # A 0, C 1, G 2, T 3
+    return np.uint8(c) if (u == 65) | (u == 67) | (u == 71) | (u == 84) else np.uint8(N_CODE)
+
+
+_THREES = np.uint64(0x0303030303030303)
+_ONES = np.uint64(0x0101010101010101)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def reverse_complement_into(src, dst):
+    """dst[:n] = the reverse complement of the n mapping codes src (N stays N). Eight codes at a time
+    in one 64-bit word (complement: c ^ 3, less 3 where c is N), about a quarter faster than a code at
+    a time, which LLVM does not vectorise in reverse."""
+    n = src.shape[0]
+    words = n // 8
+    for k in range(words):
+        base = n - 8 * (k + 1)
+        w = np.uint64(0)
+        for b in range(8):
+            w |= np.uint64(src[base + b]) << np.uint64(56 - 8 * b)
+        w = (w ^ _THREES) - np.uint64(3) * ((w >> np.uint64(2)) & _ONES)
+        out = dst[8 * k:8 * k + 8]
+        for b in range(8):
+            out[b] = np.uint8((w >> np.uint64(8 * b)) & np.uint64(0xFF))
+    for j in range(8 * words, n):
+        c = src[n - 1 - j]
+        dst[j] = 3 - c if c < 4 else 4
+
+
 @njit(cache=True, nogil=True)
 def encode_ascii(ascii_bytes):
     """ASCII bytes -> mapping codes (new uint8 array)."""
     out = np.empty(ascii_bytes.shape[0], np.uint8)
-    table = ASCII_TO_CODE
     for i in range(ascii_bytes.shape[0]):
-        out[i] = table[ascii_bytes[i]]
+        out[i] = code_of(ascii_bytes[i])
     return out
 
 
@@ -68,11 +102,7 @@ def reverse_complement_batch(codes, offsets):
 @njit(cache=True, nogil=True)
 def _reverse_complement_ranges(r0, r1, codes, offsets, out):
     for r in range(r0, r1):
-        a = offsets[r]
-        b = offsets[r + 1]
-        for i in range(b - a):
-            c = codes[b - 1 - i]
-            out[a + i] = 3 - c if c < 4 else 4
+        reverse_complement_into(codes[offsets[r]:offsets[r + 1]], out[offsets[r]:offsets[r + 1]])
 
 
 def count_code(codes, offsets, code):

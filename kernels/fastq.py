@@ -5,6 +5,8 @@ the parse on two cores."""
 import numpy as np
 from numba import njit
 
+from pymap.kernels.encoding import code_of, reverse_complement_into
+
 #: scan_records' error codes (0: none); reads.py turns them into messages
 BAD_HEADER, NO_PLUS, LENGTHS_DIFFER, NO_NAME, NAME_TOO_LONG = 1, 2, 3, 4, 5
 
@@ -126,10 +128,9 @@ def _scan(arr, max_name):
     return fields, pos, 0, fields.shape[0]
 
 
-def gather_records(arr, fields, table):
+def gather_records(arr, fields):
     """(codes, rc_codes, offsets, quals, names, name_offsets, comments, comment_offsets, first record
-    with a quality outside '!'..'~' or -1) of scanned records; codes through table (mapping codes:
-    A C G T 0-3, other 4),
+    with a quality outside '!'..'~' or -1) of scanned records; codes are mapping codes (encoding.code_of),
     rc_codes each read's reverse complement, made in the same pass (the mapper needs both)."""
     n = fields.shape[0]
     offsets = np.zeros(n + 1, np.int64)
@@ -144,14 +145,14 @@ def gather_records(arr, fields, table):
     np.cumsum(fields[:, 6] - fields[:, 5], out=comment_offsets[1:])
     comments = np.empty(comment_offsets[n], np.uint8)
     bad = np.zeros(n, np.bool_)
-    _gather(arr, fields, table, offsets, name_offsets, comment_offsets, codes, rc_codes, quals, names, comments, bad)
+    _gather(arr, fields, offsets, name_offsets, comment_offsets, codes, rc_codes, quals, names, comments, bad)
     first_bad = int(bad.argmax()) if n else 0
     return (codes, rc_codes, offsets, quals, names, name_offsets, comments, comment_offsets,
             (first_bad if n and bad[first_bad] else -1))
 
 
 @njit(cache=True, nogil=True)
-def _gather(arr, fields, table, offsets, name_offsets, comment_offsets, codes, rc_codes, quals, names, comments,
+def _gather(arr, fields, offsets, name_offsets, comment_offsets, codes, rc_codes, quals, names, comments,
             bad):
     # each loop runs over slices (see count_newlines): twice as fast as indexing arr from an offset
     for i in range(fields.shape[0]):
@@ -159,11 +160,8 @@ def _gather(arr, fields, table, offsets, name_offsets, comment_offsets, codes, r
         o = offsets[i]
         read, out = arr[s:s + length], codes[o:o + length]
         for j in range(length):
-            out[j] = table[read[j]]
-        rc = rc_codes[o:o + length]
-        for j in range(length):
-            c = out[length - 1 - j]
-            rc[j] = 3 - c if c < 4 else 4
+            out[j] = code_of(read[j])
+        reverse_complement_into(out, rc_codes[o:o + length])
         qual, qual_out = arr[q:q + length], quals[o:o + length]
         lo, hi = np.uint8(255), np.uint8(0)
         for j in range(length):

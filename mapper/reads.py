@@ -306,7 +306,7 @@ def _parse_fastq(arr, source, first_index, final):
     if not len(fields):
         return None, rest
     codes, rc_codes, offsets, quals, names, name_offsets, comments, comment_offsets, bad = \
-        gather_records(arr, fields, ASCII_TO_CODE)
+        gather_records(arr, fields)
     if bad >= 0:
         raise InputError(f"{source}: record {first_index + bad + 1}: quality string holds characters "
                          f"outside '!'..'~'")

@@ -18,7 +18,6 @@ import numpy as np
 
 from pymap import reads
 from pymap.kernels import fastq
-from pymap.kernels.encoding import ASCII_TO_CODE
 
 
 def best_of(repeats, fn):
@@ -48,7 +47,7 @@ def main():
     if records.fmt != "fastq":
         raise SystemExit(f"{args.reads}: not FASTQ")
     s_scan, scanned = best_of(args.repeats, lambda: [fastq.scan_records(arr, reads.MAX_NAME)[0] for arr, _, _ in runs])
-    s_gather, _ = best_of(args.repeats, lambda: [fastq.gather_records(arr, f, ASCII_TO_CODE)
+    s_gather, _ = best_of(args.repeats, lambda: [fastq.gather_records(arr, f)
                                                  for (arr, _, _), f in zip(runs, scanned)])
     n = sum(f.shape[0] for f in scanned)
     size = sum(arr.size for arr, _, _ in runs)
