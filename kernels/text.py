@@ -1,4 +1,5 @@
-"""Byte ranges gathered out of a buffer into one array (reads' names and bases picked by index)."""
+"""Byte ranges gathered out of a buffer into one array (reads' names and bases picked by index), and
+two buffers' ranges interleaved (mates side by side)."""
 import numpy as np
 from numba import njit
 
@@ -9,25 +10,50 @@ def _i64(a):
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
-def gather_ranges(buf, starts, ends, table):
-    """Concatenate buf[starts[i]:ends[i]] mapped through a 256-entry table; returns (out, offsets).
-    (starts, ends are made contiguous int64 first: one compiled kernel for every caller's layout.)
-    Threads over ranges of i."""
+def gather_ranges(buf, starts, ends):
+    """Concatenate buf[starts[i]:ends[i]]; returns (out, offsets). (starts, ends are made contiguous
+    int64 first: one compiled kernel for every caller's layout.) Threads over ranges of i."""
     starts, ends = _i64(starts), _i64(ends)
     n = starts.shape[0]
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(ends - starts, out=offsets[1:])
-    out = np.empty(offsets[n], np.uint8)
-    run_ranges(_gather_ranges, range_bounds(n, 4096), buf, starts, ends, table, offsets, out)
+    out = np.empty(offsets[n], buf.dtype)
+    run_ranges(_gather_ranges, range_bounds(n, 4096), buf, starts, ends, offsets, out)
     return out, offsets
 
 
 @njit(cache=True, nogil=True)
-def _gather_ranges(i0, i1, buf, starts, ends, table, offsets, out):
+def _gather_ranges(i0, i1, buf, starts, ends, offsets, out):
     for i in range(i0, i1):
-        src, dst = buf[starts[i]:ends[i]], out[offsets[i]:offsets[i + 1]]    # slices: see kernels/fastq.py
-        for j in range(src.shape[0]):
-            dst[j] = table[src[j]]
+        _copy(buf[starts[i]:ends[i]], out[offsets[i]:offsets[i + 1]])
+
+
+def interleave_ranges(a, a_offsets, b, b_offsets):
+    """(out, offsets): the ranges of a and of b in turn, a's first (a's range i is range 2i of out,
+    b's range 2i + 1); a_offsets and b_offsets hold n + 1 offsets each. Mates' bases, qualities and
+    names put side by side in one copy. Threads over ranges of i."""
+    a_offsets, b_offsets = _i64(a_offsets), _i64(b_offsets)
+    n = a_offsets.shape[0] - 1
+    offsets = np.zeros(2 * n + 1, np.int64)
+    offsets[1::2] = np.diff(a_offsets)
+    offsets[2::2] = np.diff(b_offsets)
+    np.cumsum(offsets, out=offsets)
+    out = np.empty(offsets[-1], a.dtype)
+    run_ranges(_interleave_ranges, range_bounds(n, 4096), a, a_offsets, b, b_offsets, offsets, out)
+    return out, offsets
+
+
+@njit(cache=True, nogil=True)
+def _interleave_ranges(i0, i1, a, a_offsets, b, b_offsets, offsets, out):
+    for i in range(i0, i1):
+        _copy(a[a_offsets[i]:a_offsets[i + 1]], out[offsets[2 * i]:offsets[2 * i + 1]])
+        _copy(b[b_offsets[i]:b_offsets[i + 1]], out[offsets[2 * i + 1]:offsets[2 * i + 2]])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _copy(src, dst):
+    for j in range(src.shape[0]):      # over slices: vectorised (kernels/fastq.py)
+        dst[j] = src[j]
 
 
 @njit(cache=True, nogil=True)

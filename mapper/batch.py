@@ -42,18 +42,16 @@ class ReadBatch:
         it is not for tie-breaking, which needs each read's input number)."""
         from pymap.kernels.text import gather_ranges
         index = np.asarray(index, np.int64)
-        ident = np.arange(256, dtype=np.uint8)
-        codes, offsets = gather_ranges(self.codes, self.offsets[index], self.offsets[index + 1], ident)
-        names, name_offsets = gather_ranges(self.names, self.name_offsets[index], self.name_offsets[index + 1],
-                                            ident)
-        quals = (gather_ranges(self.quals, self.offsets[index], self.offsets[index + 1], ident)[0]
+        codes, offsets = gather_ranges(self.codes, self.offsets[index], self.offsets[index + 1])
+        names, name_offsets = gather_ranges(self.names, self.name_offsets[index], self.name_offsets[index + 1])
+        quals = (gather_ranges(self.quals, self.offsets[index], self.offsets[index + 1])[0]
                  if self.quals.size else self.quals)
         sub = ReadBatch(codes, offsets, names, name_offsets, quals, self.first_index)
         if self.comments is not None:
             sub.comments, sub.comment_offsets = gather_ranges(self.comments, self.comment_offsets[index],
-                                                              self.comment_offsets[index + 1], ident)
+                                                              self.comment_offsets[index + 1])
         if self.rc_codes is not None:
-            sub.rc_codes = gather_ranges(self.rc_codes, self.offsets[index], self.offsets[index + 1], ident)[0]
+            sub.rc_codes = gather_ranges(self.rc_codes, self.offsets[index], self.offsets[index + 1])[0]
         return sub
 
     def with_rc(self):

@@ -17,7 +17,6 @@ from pymap.kernels.text import gather_ranges, mate_names
 from pymap.kernels.threads import ordered_map
 from pymap.reads import RecordRuns, batch_slice, errors_as_items, raise_if_error
 
-IDENTITY = np.arange(256, dtype=np.uint8)
 _SLASH, _ONE, _TWO = ord("/"), ord("1"), ord("2")
 
 
@@ -140,7 +139,7 @@ def _pair_names(r1, r2):
 
 
 def _renamed(batch, starts, ends):
-    names, name_offsets = gather_ranges(batch.names, starts, ends, IDENTITY)
+    names, name_offsets = gather_ranges(batch.names, starts, ends)
     return ReadBatch(codes=batch.codes, offsets=batch.offsets, names=names, name_offsets=name_offsets,
                      quals=batch.quals, first_index=batch.first_index, rc_codes=batch.rc_codes,
                      comments=batch.comments, comment_offsets=batch.comment_offsets)

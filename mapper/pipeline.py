@@ -21,6 +21,7 @@ from pymap.kernels.select import (MAPQ_MAX, pick_supplementary, query_spans, rep
                                   supplementary_mapq)
 from pymap.kernels.segments import concat_ranges, group_ranks, repeat_index, scatter_max
 from pymap.kernels.sorting import order_by_group
+from pymap.kernels.text import interleave_ranges
 from pymap.slack import SlackTable
 
 REASON = {name: i for i, name in enumerate(REASONS)}
@@ -825,24 +826,17 @@ def gpu_stages(seeder, filt, extender):
 
 def interleave(r1, r2):
     """One ReadBatch of 2n reads: read 2i is r1's read i, 2i + 1 is r2's (first_index doubled)."""
-    n = len(r1)
-    both = ReadBatch(np.concatenate([r1.codes, r2.codes]),
-                     np.concatenate([r1.offsets, r2.offsets[1:] + r1.offsets[-1]]),
-                     np.concatenate([r1.names, r2.names]),
-                     np.concatenate([r1.name_offsets, r2.name_offsets[1:] + r1.name_offsets[-1]]),
-                     np.concatenate([r1.quals, r2.quals]) if r1.quals.size and r2.quals.size else
-                     np.empty(0, np.uint8), 2 * r1.first_index)
+    codes, offsets = interleave_ranges(r1.codes, r1.offsets, r2.codes, r2.offsets)
+    names, name_offsets = interleave_ranges(r1.names, r1.name_offsets, r2.names, r2.name_offsets)
+    quals = (interleave_ranges(r1.quals, r1.offsets, r2.quals, r2.offsets)[0] if r1.quals.size and r2.quals.size
+             else np.empty(0, np.uint8))
+    both = ReadBatch(codes, offsets, names, name_offsets, quals, 2 * r1.first_index)
     if r1.rc_codes is not None and r2.rc_codes is not None:
-        both.rc_codes = np.concatenate([r1.rc_codes, r2.rc_codes])
+        both.rc_codes = interleave_ranges(r1.rc_codes, r1.offsets, r2.rc_codes, r2.offsets)[0]
     if r1.comments is not None and r2.comments is not None:
-        both.comments = np.concatenate([r1.comments, r2.comments])
-        both.comment_offsets = np.concatenate([r1.comment_offsets, r2.comment_offsets[1:] + r1.comment_offsets[-1]])
-    order = np.empty(2 * n, np.int64)
-    order[0::2] = np.arange(n)
-    order[1::2] = n + np.arange(n)
-    out = both.subset(order)
-    out.first_index = 2 * r1.first_index
-    return out
+        both.comments, both.comment_offsets = interleave_ranges(r1.comments, r1.comment_offsets, r2.comments,
+                                                                r2.comment_offsets)
+    return both
 
 
 def _ref_clips(aln, which, length):

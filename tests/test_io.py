@@ -350,9 +350,9 @@ def test_scan_records_as_defined_by_lines():
 
 def test_count_code_and_gather_ranges_as_defined():
     """The per-read kernels the batches use, against NumPy over the same ranges: N counted per read,
-    ranges gathered through a table (empty ranges and reads included)."""
+    ranges gathered, two buffers' ranges interleaved (empty ranges and reads included)."""
     from pymap.kernels.encoding import count_code
-    from pymap.kernels.text import gather_ranges
+    from pymap.kernels.text import gather_ranges, interleave_ranges
     rng = np.random.default_rng(5)
     lengths = rng.choice([0, 1, 7, 150, 151], 5000)
     offsets = np.zeros(lengths.size + 1, np.int64)
@@ -360,12 +360,20 @@ def test_count_code_and_gather_ranges_as_defined():
     codes = rng.integers(0, 5, offsets[-1]).astype(np.uint8)
     want = [int(np.count_nonzero(codes[a:b] == 4)) for a, b in zip(offsets[:-1], offsets[1:])]
     assert count_code(codes, offsets, 4).tolist() == want
-    table = rng.permutation(256).astype(np.uint8)
     starts = rng.integers(0, codes.size, 3000)
     ends = np.minimum(starts + rng.choice([0, 1, 30, 200], 3000), codes.size)
-    out, out_offsets = gather_ranges(codes, starts, ends, table)
-    assert np.array_equal(out, np.concatenate([table[codes[a:b]] for a, b in zip(starts, ends)]))
+    out, out_offsets = gather_ranges(codes, starts, ends)
+    assert np.array_equal(out, np.concatenate([codes[a:b] for a, b in zip(starts, ends)]))
     assert np.array_equal(np.diff(out_offsets), ends - starts)
+    other_lengths = rng.choice([0, 3, 150, 250], 5000)
+    other_offsets = np.zeros(other_lengths.size + 1, np.int64)
+    np.cumsum(other_lengths, out=other_offsets[1:])
+    other = rng.integers(0, 256, other_offsets[-1]).astype(np.uint8)
+    out, out_offsets = interleave_ranges(codes, offsets, other, other_offsets)
+    ranges = [r for i in range(lengths.size) for r in (codes[offsets[i]:offsets[i + 1]],
+                                                       other[other_offsets[i]:other_offsets[i + 1]])]
+    assert np.array_equal(out, np.concatenate(ranges))
+    assert np.array_equal(np.diff(out_offsets), [r.size for r in ranges])
 
 
 def test_encoding_and_reverse_complement_as_defined():
