@@ -55,14 +55,35 @@ def _fr_insert(i, j, h_strand, h_start, h_end, h_ctg, low, high):
     return ins
 
 
+#: insert_penalties tabulates at most this many insert sizes (a model's range is a few hundred to a
+#: few thousand; the penalty of one beyond the table is computed)
+PENALTY_TABLE = 1 << 16
+
+
+def insert_penalties(low, high, mean, std, match):
+    """insert_penalty of the insert sizes low, low + 1, ... up to high (at most PENALTY_TABLE of
+    them): pairing looks them up instead of taking an erfc and a log for every pair of hits."""
+    return _insert_penalties(np.int64(low), np.int64(min(high, low + PENALTY_TABLE - 1)), mean, std, match)
+
+
 @njit(cache=True, nogil=True)
-def _pair_score(i, j, h_strand, h_start, h_end, h_ctg, h_score, keep, mean, std, low, high, match):
-    """Score of hits i and j as a proper pair less the insert-size penalty; int64 min when they are
-    not one."""
+def _insert_penalties(low, high, mean, std, match):
+    out = np.empty(max(high - low + 1, 0), np.int64)
+    for k in range(out.shape[0]):
+        out[k] = insert_penalty(low + k, mean, std, match)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _pair_score(i, j, h_strand, h_start, h_end, h_ctg, h_score, keep, penalty, mean, std, low, high, match):
+    """Score of hits i and j as a proper pair less the insert-size penalty (penalty: insert_penalties
+    from low); int64 min when they are not one."""
     ins = _insert(i, j, h_strand, h_start, h_end, h_ctg, keep, low, high)
     if ins < 0:
         return np.iinfo(np.int64).min
-    return np.int64(h_score[i]) + np.int64(h_score[j]) - insert_penalty(ins, mean, std, match)
+    k = ins - low
+    lost = penalty[k] if k < penalty.shape[0] else insert_penalty(ins, mean, std, match)
+    return np.int64(h_score[i]) + np.int64(h_score[j]) - lost
 
 
 @njit(cache=True, nogil=True)
@@ -136,8 +157,9 @@ def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, 
     pick1[todo] = -1
     pick2[todo] = -1
     pair_mapq[todo] = 0
+    penalty = insert_penalties(low, high, mean, std, match)
     run_ranges(_pair_range, range_bounds(todo.size, 1024), todo, first, h_strand, h_start, h_end, h_ctg, h_score,
-               h_shadow, keep, mean, std, low, high, match, unit, unpaired_penalty, global_first, seed,
+               h_shadow, keep, penalty, mean, std, low, high, match, unit, unpaired_penalty, global_first, seed,
                pick1, pick2, pair_mapq)
     return pick1, pick2, pair_mapq
 
@@ -158,8 +180,8 @@ def first_hits(h_read, n_pairs):
 
 
 @njit(cache=True, nogil=True)
-def _pair_range(t0, t1, todo, first, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, mean, std, low,
-                high, match, unit, unpaired_penalty, global_first, seed, pick1, pick2, pair_mapq):
+def _pair_range(t0, t1, todo, first, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, penalty, mean, std,
+                low, high, match, unit, unpaired_penalty, global_first, seed, pick1, pick2, pair_mapq):
     """pair_hits for pairs todo[t0:t1]. A pair's score is at most its two hits' scores (the insert
     penalty is >= 0), so the penalty is computed only for pairs that can still matter."""
     neg = np.iinfo(np.int64).min
@@ -182,7 +204,7 @@ def _pair_range(t0, t1, todo, first, h_strand, h_start, h_end, h_ctg, h_score, h
             for j in range(j0, j1):
                 if np.int64(h_score[i]) + np.int64(h_score[j]) < second:
                     continue
-                s = _pair_score(i, j, h_strand, h_start, h_end, h_ctg, h_score, keep, mean, std, low, high,
+                s = _pair_score(i, j, h_strand, h_start, h_end, h_ctg, h_score, keep, penalty, mean, std, low, high,
                                 match)
                 if s == neg:
                     continue
@@ -214,7 +236,7 @@ def _pair_range(t0, t1, todo, first, h_strand, h_start, h_end, h_ctg, h_score, h
             for j in range(j0, j1):
                 if np.int64(h_score[i]) + np.int64(h_score[j]) < best:
                     continue
-                s = _pair_score(i, j, h_strand, h_start, h_end, h_ctg, h_score, keep, mean, std, low, high,
+                s = _pair_score(i, j, h_strand, h_start, h_end, h_ctg, h_score, keep, penalty, mean, std, low, high,
                                 match)
                 if s == best:
                     if seen == pick:

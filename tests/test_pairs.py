@@ -446,6 +446,23 @@ def test_pair_mapq_of_a_pair_ahead_by_its_insert_alone():
     assert q.tolist() == [13 * 5 // 5 - PAIR_OFFSET, PAIR_ONE_EDIT_MAPQ]
 
 
+def test_insert_penalties_are_the_penalty_of_each_insert(monkeypatch):
+    """The pairing's table of insert-size penalties holds insert_penalty of each insert from low on;
+    past the table's end (a model wider than PENALTY_TABLE) pair_hits computes them, the same picks."""
+    from pymap.kernels import pairing
+    table = pairing.insert_penalties(100, 900, 350.0, 50.0, 1)
+    assert table.tolist() == [pairing.insert_penalty(np.int64(x), 350.0, 50.0, 1) for x in range(100, 901)]
+    h_read = np.repeat(np.arange(4), 2)
+    h_strand = np.array([0, 0, 1, 1] * 2, np.int8)
+    h_start = np.array([1000, 50000, 1200, 50370, 1000, 50000, 1300, 50200], np.int64)
+    h_score = np.array([150, 150, 150, 150, 150, 150, 150, 148], np.int32)
+    args = (h_read, h_strand, h_start, h_start + 150, np.zeros(8, np.int64), h_score,
+            np.full(8, np.iinfo(np.int64).min, np.int64), np.ones(8, np.bool_), 2, 350.0, 50.0, 100, 600, 1, 5, 17, 0, 0)
+    whole = pairing.pair_hits(*args)
+    monkeypatch.setattr(pairing, "PENALTY_TABLE", 300)        # inserts of 400 and more computed
+    assert all(np.array_equal(a, b) for a, b in zip(pairing.pair_hits(*args), whole))
+
+
 def test_rescue_anchors():
     """The hits a mate is searched from: none for a pair at both mates' best hits; else a read's
     hits within the unpaired penalty of its best whose mate has no partner hit (a partner far below
