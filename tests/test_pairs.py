@@ -457,7 +457,8 @@ def test_insert_penalties_are_the_penalty_of_each_insert(monkeypatch):
     h_start = np.array([1000, 50000, 1200, 50370, 1000, 50000, 1300, 50200], np.int64)
     h_score = np.array([150, 150, 150, 150, 150, 150, 150, 148], np.int32)
     args = (h_read, h_strand, h_start, h_start + 150, np.zeros(8, np.int64), h_score,
-            np.full(8, np.iinfo(np.int64).min, np.int64), np.ones(8, np.bool_), 2, 350.0, 50.0, 100, 600, 1, 5, 17, 0, 0)
+            np.full(8, np.iinfo(np.int64).min, np.int64), np.ones(8, np.bool_), 2, 350.0, 50.0, 100, 600, 1, 5, 17,
+            0, 0)
     whole = pairing.pair_hits(*args)
     monkeypatch.setattr(pairing, "PENALTY_TABLE", 300)        # inserts of 400 and more computed
     assert all(np.array_equal(a, b) for a, b in zip(pairing.pair_hits(*args), whole))
