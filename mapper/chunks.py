@@ -64,7 +64,8 @@ def client_load(ref_path, options, index_path):
                              f"(pymap index -o PATH, then --index PATH)", reference=reference)
     api.open_index(seeder, reference, ref_path, index_path, verify=False)
     if not os.path.exists(path):
-        raise IndexNotOnDisk(f"{path}: the index could not be saved, and the workers need it on disk")
+        raise IndexNotOnDisk(f"{path}: the index could not be saved, and the workers need it on disk",
+                             reference=reference)
     return reference, options, path
 
 
