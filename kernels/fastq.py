@@ -94,7 +94,10 @@ def _scan(arr, max_name):
     pos = np.int64(0)           # not the literal 0: _strip_cr would be compiled for it as well
     seq_line = np.int64(0)      # the last sequence line's length, with any CR
     for n in range(fields.shape[0]):
-        e0 = _line_end(arr, pos)
+        w = pos                     # the name's end (a blank or the line's end), then the line's end
+        while arr[w] != 10 and arr[w] != 32 and arr[w] != 9:
+            w += 1
+        e0 = w if arr[w] == 10 else _line_end(arr, w)
         e1 = _long_line_end(arr, e0 + 1, seq_line)
         e2 = _line_end(arr, e1 + 1)
         seq_line = e1 - (e0 + 1)
@@ -108,9 +111,7 @@ def _scan(arr, max_name):
         q1 = _strip_cr(arr, e2 + 1, e3)
         if s1 - (e0 + 1) != q1 - (e2 + 1):
             return fields[:n], pos, LENGTHS_DIFFER, n
-        w = pos + 1
-        while w < h1 and arr[w] != 32 and arr[w] != 9:
-            w += 1
+        w = min(w, h1)
         if w == pos + 1:
             return fields[:n], pos, NO_NAME, n
         if w - (pos + 1) > max_name:

@@ -320,8 +320,9 @@ def _scan_by_lines(data, max_name):
 
 def test_scan_records_as_defined_by_lines():
     """The scan tests a sequence line at the last one's length and a quality line at its sequence's
-    before it searches: records of varying lengths, CRs, short and long lines, and a quality line whose
-    guessed end is a newline of the next record, all scanned as by splitting lines."""
+    before it searches: records of varying lengths, CRs, short and long lines, empty or blank-led
+    headers, and a quality line whose guessed end is a newline of the next record, all scanned as by
+    splitting lines."""
     from pymap.kernels.fastq import count_newlines, after_newline, scan_records
     rng = np.random.default_rng(7)
     assert scan_records(np.frombuffer(b"@a\nACGT\n+\nI\n@x\nAC\n+\nII\n", np.uint8), 254)[2:] == (3, 0)
@@ -336,7 +337,10 @@ def test_scan_records_as_defined_by_lines():
             plus = b"+" if rng.random() > 0.02 else b"-"
             name = b"r%d" % rng.integers(0, 10 ** int(rng.integers(1, 6)))
             comment = [b"", b"", b" c", b"\tBC:Z:ACGT\tRX:Z:GG", b"  1:N:0:ATCACG ", b" \t"][int(rng.integers(0, 6))]
-            recs.append(head + name + comment + cr + b"\n" + seq + cr + b"\n"
+            header = head + name + comment
+            if rng.random() < 0.03:                     # an empty header line, or one starting blank
+                header = [b"", b" r1", b"\tr2 c", b"@"][int(rng.integers(0, 4))]
+            recs.append(header + cr + b"\n" + seq + cr + b"\n"
                         + plus + cr + b"\n" + b"I" * qual_len + cr + b"\n")
         data = b"".join(recs) + (b"@tail\nAC" if trial % 3 == 0 else b"")
         arr = np.frombuffer(data, np.uint8)
