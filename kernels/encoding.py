@@ -31,15 +31,23 @@ def code_of(b):
     return np.uint8(c) if (u == 65) | (u == 67) | (u == 71) | (u == 84) else np.uint8(N_CODE)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def ascii_of(c):
+    """CODE_TO_ASCII[c] for a mapping code c, by compares: a loop over codes that uses it vectorises."""
+    return (np.uint8(65) if c == 0 else np.uint8(67) if c == 1 else np.uint8(71) if c == 2
+            else np.uint8(84) if c == 3 else np.uint8(78))
+
+
 _THREES = np.uint64(0x0303030303030303)
 _ONES = np.uint64(0x0101010101010101)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def reverse_complement_into(src, dst):
-    """dst[:n] = the reverse complement of the n mapping codes src (N stays N). Eight codes at a time
-    in one 64-bit word (complement: c ^ 3, less 3 where c is N), about a quarter faster than a code at
-    a time, which LLVM does not vectorise in reverse."""
+def reverse_into(src, dst, complement):
+    """dst[:n] = the n bytes of src in reverse order; with complement, src holds mapping codes and
+    each is complemented too (N stays N). Eight bytes at a time in one 64-bit word (complement: c ^ 3,
+    less 3 where c is N), about twice as fast as a byte at a time, which LLVM does not vectorise in
+    reverse."""
     n = src.shape[0]
     words = n // 8
     for k in range(words):
@@ -47,13 +55,22 @@ def reverse_complement_into(src, dst):
         w = np.uint64(0)
         for b in range(8):
             w |= np.uint64(src[base + b]) << np.uint64(56 - 8 * b)
-        w = (w ^ _THREES) - np.uint64(3) * ((w >> np.uint64(2)) & _ONES)
+        if complement:
+            w = (w ^ _THREES) - np.uint64(3) * ((w >> np.uint64(2)) & _ONES)
         out = dst[8 * k:8 * k + 8]
         for b in range(8):
             out[b] = np.uint8((w >> np.uint64(8 * b)) & np.uint64(0xFF))
     for j in range(8 * words, n):
         c = src[n - 1 - j]
-        dst[j] = 3 - c if c < 4 else 4
+        if complement:
+            c = 3 - c if c < 4 else 4
+        dst[j] = c
+
+
+@njit(cache=True, nogil=True, inline="always")
+def reverse_complement_into(src, dst):
+    """dst[:n] = the reverse complement of the n mapping codes src (N stays N)."""
+    reverse_into(src, dst, True)
 
 
 @njit(cache=True, nogil=True)

@@ -12,6 +12,7 @@ import numpy as np
 from numba import njit
 
 from pymap.kernels.contigs import contig_of
+from pymap.kernels.encoding import ascii_of, reverse_into
 from pymap.kernels.threads import range_bounds, run_ranges
 
 CIGAR_CHARS = np.frombuffer(b"MIDNSHP=X", dtype=np.uint8).copy()
@@ -112,17 +113,14 @@ def _put_seq(buf, p, src, a, n, rev, quals, has_quals):
             out = buf[p:p + n]
             s = src[a:a + n]
             for k in range(n):
-                out[k] = BASES[s[k]]
+                out[k] = ascii_of(s[k])
         p += n
     p = _put(buf, p, _TAB)
     if n == 0 or not has_quals:
         return _put(buf, p, _STAR)
     if p + n <= buf.shape[0]:
         if rev:
-            out = buf[p:p + n]
-            qv = quals[a:a + n]
-            for k in range(n):
-                out[k] = qv[n - 1 - k]
+            reverse_into(quals[a:a + n], buf[p:p + n], False)
         else:
             out = buf[p:p + n]
             qv = quals[a:a + n]

@@ -383,7 +383,8 @@ def test_count_code_and_gather_ranges_as_defined():
 def test_encoding_and_reverse_complement_as_defined():
     """The mapping codes computed per byte (code_of) are the table's for all 256 bytes, and the table
     is the documented one; reverse complements, eight codes at a time plus a tail, are those of the
-    definition for every length up to 40 and read lengths around 150."""
+    definition for every length up to 40 and read lengths around 150, and so are bytes reversed
+    alone; ascii_of gives each code's letter."""
     from pymap.kernels.encoding import ASCII_TO_CODE, encode_ascii
     want = np.full(256, 4, np.uint8)
     for code, (upper, lower) in enumerate(zip(b"ACGT", b"acgt")):
@@ -396,3 +397,9 @@ def test_encoding_and_reverse_complement_as_defined():
     np.cumsum(lengths, out=offsets[1:])
     codes = rng.integers(0, 5, offsets[-1]).astype(np.uint8)
     assert np.array_equal(reverse_complement_batch(codes, offsets), _reverse_complements(codes, offsets))
+    from pymap.kernels.encoding import CODE_TO_ASCII, ascii_of, reverse_into
+    assert [ascii_of(np.uint8(c)) for c in range(5)] == CODE_TO_ASCII.tolist()
+    for n in list(range(41)) + [150, 151]:          # bytes reversed alone (SAM's QUAL of a reverse read)
+        src, dst = rng.integers(0, 256, n).astype(np.uint8), np.zeros(n, np.uint8)
+        reverse_into(src, dst, False)
+        assert np.array_equal(dst, src[::-1])
