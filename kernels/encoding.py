@@ -46,8 +46,8 @@ _ONES = np.uint64(0x0101010101010101)
 def reverse_into(src, dst, complement):
     """dst[:n] = the n bytes of src in reverse order; with complement, src holds mapping codes and
     each is complemented too (N stays N). Eight bytes at a time in one 64-bit word (complement: c ^ 3,
-    less 3 where c is N), about twice as fast as a byte at a time, which LLVM does not vectorise in
-    reverse."""
+    less 3 where c is N): a byte at a time, which LLVM does not vectorise in reverse, took a third
+    longer with the complement and twice as long without (BENCHMARKS.md, thirty-fourth session)."""
     n = src.shape[0]
     words = n // 8
     for k in range(words):
