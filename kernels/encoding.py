@@ -47,7 +47,7 @@ def reverse_into(src, dst, complement):
     """dst[:n] = the n bytes of src in reverse order; with complement, src holds mapping codes and
     each is complemented too (N stays N). Eight bytes at a time in one 64-bit word (complement: c ^ 3,
     less 3 where c is N): a byte at a time, which LLVM does not vectorise in reverse, took a third
-    longer with the complement and twice as long without (BENCHMARKS.md, thirty-fourth session)."""
+    longer with the complement and nearly twice as long without (BENCHMARKS.md, thirty-fourth session)."""
     n = src.shape[0]
     words = n // 8
     for k in range(words):
