@@ -67,12 +67,6 @@ def reverse_into(src, dst, complement):
         dst[j] = c
 
 
-@njit(cache=True, nogil=True, inline="always")
-def reverse_complement_into(src, dst):
-    """dst[:n] = the reverse complement of the n mapping codes src (N stays N)."""
-    reverse_into(src, dst, True)
-
-
 @njit(cache=True, nogil=True)
 def encode_ascii(ascii_bytes):
     """ASCII bytes -> mapping codes (new uint8 array)."""
@@ -119,7 +113,7 @@ def reverse_complement_batch(codes, offsets):
 @njit(cache=True, nogil=True)
 def _reverse_complement_ranges(r0, r1, codes, offsets, out):
     for r in range(r0, r1):
-        reverse_complement_into(codes[offsets[r]:offsets[r + 1]], out[offsets[r]:offsets[r + 1]])
+        reverse_into(codes[offsets[r]:offsets[r + 1]], out[offsets[r]:offsets[r + 1]], True)
 
 
 def count_code(codes, offsets, code):

@@ -5,7 +5,8 @@ the parse on two cores."""
 import numpy as np
 from numba import njit
 
-from pymap.kernels.encoding import code_of, reverse_complement_into
+from pymap.kernels.encoding import code_of, reverse_into
+from pymap.kernels.text import copy_into
 
 #: scan_records' error codes (0: none); reads.py turns them into messages
 BAD_HEADER, NO_PLUS, LENGTHS_DIFFER, NO_NAME, NAME_TOO_LONG = 1, 2, 3, 4, 5
@@ -132,7 +133,7 @@ def _scan(arr, max_name):
 def gather_records(arr, fields):
     """(codes, rc_codes, offsets, quals, names, name_offsets, comments, comment_offsets, first record
     with a quality outside '!'..'~' or -1) of scanned records; codes are mapping codes (encoding.code_of),
-    rc_codes each read's reverse complement, made in the same pass (the mapper needs both)."""
+    rc_codes each read's reverse complement (encoding.reverse_into), made in the same pass (the mapper needs both)."""
     n = fields.shape[0]
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(fields[:, 3], out=offsets[1:])
@@ -162,7 +163,7 @@ def _gather(arr, fields, offsets, name_offsets, comment_offsets, codes, rc_codes
         read, out = arr[s:s + length], codes[o:o + length]
         for j in range(length):
             out[j] = code_of(read[j])
-        reverse_complement_into(out, rc_codes[o:o + length])
+        reverse_into(out, rc_codes[o:o + length], True)
         qual, qual_out = arr[q:q + length], quals[o:o + length]
         lo, hi = np.uint8(255), np.uint8(0)
         for j in range(length):
@@ -171,11 +172,5 @@ def _gather(arr, fields, offsets, name_offsets, comment_offsets, codes, rc_codes
             lo = min(lo, c)
             hi = max(hi, c)
         bad[i] = length > 0 and (lo < 33 or hi > 126)
-        name = arr[fields[i, 0]:fields[i, 1]]
-        name_out = names[name_offsets[i]:name_offsets[i + 1]]
-        for j in range(name.shape[0]):
-            name_out[j] = name[j]
-        comment = arr[fields[i, 5]:fields[i, 6]]
-        comment_out = comments[comment_offsets[i]:comment_offsets[i + 1]]
-        for j in range(comment.shape[0]):
-            comment_out[j] = comment[j]
+        copy_into(arr[fields[i, 0]:fields[i, 1]], names[name_offsets[i]:name_offsets[i + 1]])
+        copy_into(arr[fields[i, 5]:fields[i, 6]], comments[comment_offsets[i]:comment_offsets[i + 1]])

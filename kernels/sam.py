@@ -16,7 +16,6 @@ from pymap.kernels.encoding import ascii_of, reverse_into
 from pymap.kernels.threads import range_bounds, run_ranges
 
 CIGAR_CHARS = np.frombuffer(b"MIDNSHP=X", dtype=np.uint8).copy()
-BASES = np.frombuffer(b"ACGTN", dtype=np.uint8).copy()
 #: unmapped-reason codes written as the YU:Z tag
 REASONS = ("", "no_seed_hit", "over_max_edits", "too_short", "too_long", "too_many_n", "below_min_score")
 NO_XS = np.int64(np.iinfo(np.int64).min)    # rec_xs of a record without an XS tag
@@ -152,7 +151,7 @@ def _put_md(buf, p, cigar, c0, c1, ref_codes, start, src, a):
                     run += 1
                 else:
                     p = _put_int(buf, p, np.int64(run))
-                    p = _put(buf, p, BASES[rc])
+                    p = _put(buf, p, ascii_of(rc))
                     run = 0
                     nm += 1
             q += n
@@ -166,7 +165,7 @@ def _put_md(buf, p, cigar, c0, c1, ref_codes, start, src, a):
             p = _put_int(buf, p, np.int64(run))
             p = _put(buf, p, _CARET)
             for t in range(n):
-                p = _put(buf, p, BASES[ref_codes[q + t]])
+                p = _put(buf, p, ascii_of(ref_codes[q + t]))
             run = 0
             nm += n
             q += n
