@@ -452,8 +452,7 @@ class Pipeline:
         return np.concatenate(parts), out
 
     def map_batch(self, batch):
-        """SAM text for a batch (bytes-like: a memoryview of the formatted buffer, written without a
-        copy), every read exactly once as primary or unmapped."""
+        """SAM text for a batch (format_sam's pieces), every read exactly once as primary or unmapped."""
         with self.batch():
             h = self.hits(batch)
             supp, supp_mapq = self.supplementary(h, h.primary)
@@ -546,7 +545,7 @@ class Pipeline:
         for code, name in enumerate(REASONS):
             if code:
                 st.unmapped[name] += int((h.reason == code).sum())
-        return memoryview(text)
+        return text
 
     def pair_hits_of(self, r1, r2):
         """Hits of a batch of pairs (interleave: read 2p is mate 1 of pair p), with the pairs' extender."""

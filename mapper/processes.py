@@ -94,7 +94,7 @@ def _work(run, gpu, tasks, stop, conn, orders):
                     result = chunks.map_chunk(pipe, *args)
                     if what == "hold":
                         held[k] = result[0]
-                        result = (result[0].size, *result[1:])
+                        result = (sum(len(piece) for piece in result[0]), *result[1:])
                 send(("done", k, result))
             except BaseException as exc:
                 send(("failed", k, *_portable(exc)))
@@ -129,11 +129,13 @@ def _work(run, gpu, tasks, stop, conn, orders):
     pipe.close()
 
 
-def _write_at(fd, text, offset):
-    """Write all of the array text into the file fd at offset."""
-    view, done = memoryview(text), 0
-    while done < len(view):
-        done += os.pwrite(fd, view[done:], offset + done)
+def _write_at(fd, pieces, offset):
+    """Write the pieces of text (format_sam) one after the other into the file fd from offset."""
+    for piece in pieces:
+        view, done = memoryview(piece), 0
+        while done < len(view):
+            done += os.pwrite(fd, view[done:], offset + done)
+        offset += len(view)
 
 
 def _ended(proc):

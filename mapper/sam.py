@@ -213,15 +213,16 @@ class SamWriter:
             sys.stdout.flush()
             self.proc = samtools(*args, stdin=subprocess.PIPE, stdout=sys.stdout.buffer if to_stdout else None)
             self.fh = self.proc.stdin
-        self.write(str(header).encode())
+        self.write([str(header).encode()])
 
     def write(self, text):
-        """Append SAM text (bytes), or an outfile.PartFile (or HeldPart, into plain_file) of SAM text."""
+        """Append SAM text (pieces, see kernels.sam.format_sam), or an outfile.PartFile (or HeldPart,
+        into plain_file) of SAM text."""
         try:
             if isinstance(text, (outfile.PartFile, outfile.HeldPart)):
                 text.copy_to(self.fh)
             else:
-                self.fh.write(text)
+                self.fh.writelines(text)
         except BrokenPipeError:
             if self.proc is None:
                 raise
@@ -326,7 +327,7 @@ class SortedPartsWriter:
         self.tmp = self.index_tmp = None
 
     def write(self, sorted_bam):
-        """Keep a sorted BAM chunk (bytes, or an outfile.PartFile moved here by name) as a part."""
+        """Keep a sorted BAM chunk (pieces, or an outfile.PartFile moved here by name) as a part."""
         part = outfile.temporary(self.where, ".bam.part")
         self.parts.append(part)
         try:
@@ -334,7 +335,7 @@ class SortedPartsWriter:
                 os.replace(sorted_bam.path, part)
             else:
                 with open(part, "wb") as fh:
-                    fh.write(sorted_bam)
+                    fh.writelines(sorted_bam)
         except OSError as exc:
             raise outfile.cannot_write(self.path, exc) from None
         if len(self.parts) >= self.MAX_PARTS:

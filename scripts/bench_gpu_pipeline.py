@@ -146,7 +146,7 @@ def run_once(ref, reads, device, threads, batch_size, out_path, batches=None, ti
     t, cpu = time.perf_counter(), _usage()
     with open(out_path, "wb") as out:
         for text in ahead(run.sam_batches(reads, mates, header)):     # as pymap align does
-            out.write(text)
+            out.writelines(text)
             if tl:
                 tl.written.append(tl.now())
     seconds = time.perf_counter() - t

@@ -108,7 +108,7 @@ def _pymap_work(ref, reads, batch_size):
     def once():
         with open(os.devnull, "wb") as out:
             for text in ahead(run.sam_batches(reads, None, header)):
-                out.write(text)
+                out.writelines(text)
     once.stages = run.stats.seconds
     return once
 

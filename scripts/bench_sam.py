@@ -36,7 +36,7 @@ def main():
 
     def keep(*a, **k):
         text = format_sam(*a, **k)
-        kept.append((a, k, text.tobytes()))
+        kept.append((a, k, b"".join(text)))
         return text
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -53,7 +53,7 @@ def main():
     size = sum(len(t) for _, _, t in kept)
     for threads in args.threads:
         numba.set_num_threads(threads)
-        if any(format_sam(*a, **k).tobytes() != text for a, k, text in kept):
+        if any(b"".join(format_sam(*a, **k)) != text for a, k, text in kept):
             raise SystemExit("format_sam gave other bytes than in the run")
         best = None
         for _ in range(args.repeats):

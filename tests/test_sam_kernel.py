@@ -79,7 +79,7 @@ class Batch:
             {"HD": {"VN": "1.6"}, "SQ": [{"SN": c, "LN": len(s)} for c, s in self.contigs.items()]})
 
     def lines(self, rg=b""):
-        text = bytes(format_sam(*self.arrays(rg))).decode()
+        text = b"".join(format_sam(*self.arrays(rg))).decode()
         assert text.endswith("\n") or not text
         return text.splitlines()
 
@@ -337,9 +337,9 @@ def test_many_records_on_several_threads_equal_one_thread():
     old = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
-        one = bytes(format_sam(*args))
+        one = b"".join(format_sam(*args))
         numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
-        many = bytes(format_sam(*args))
+        many = b"".join(format_sam(*args))
     finally:
         numba.set_num_threads(old)
     assert one == many and one.count(b"\n") == len(b.records)
@@ -365,9 +365,9 @@ def test_records_that_outgrow_the_first_guess_are_written_again(monkeypatch, gue
     b = Batch(contigs, reads)
     for i, (pos, cigar) in enumerate(plan):
         b.add(i, contig="c", pos=pos, cigar=cigar, strand=i % 2, xs=3 if i % 3 else None)
-    want = bytes(format_sam(*b.arrays()))
+    want = b"".join(format_sam(*b.arrays()))
     monkeypatch.setattr(S, "RECORD_GUESS", guess)
-    assert bytes(format_sam(*b.arrays())) == want and want.count(b"\n") == 300
+    assert b"".join(format_sam(*b.arrays())) == want and want.count(b"\n") == 300
 
 
 def test_a_record_written_into_every_buffer_size():
@@ -388,7 +388,7 @@ def test_a_record_written_into_every_buffer_size():
 
     S._format_range = spy
     try:
-        want = bytes(format_sam(*b.arrays()))
+        want = b"".join(format_sam(*b.arrays()))
     finally:
         S._format_range = real
     assert b"\tNM:i:5\tMD:Z:15G19^GTAC26\t" in want
