@@ -154,33 +154,47 @@ def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_s
         return res, slots, ms
 
     parts = [r for _, _, r in on_gpus(n, part)]
-    res = np.concatenate([p[0] for p in parts])
-    slots = np.concatenate([p[1] for p in parts]) if traceback else None
+
+    def joined(k):                                 # one GPU's arrays as they came back
+        return parts[0][k] if len(parts) == 1 else np.concatenate([p[k] for p in parts])
     if timing is not None:                         # the GPUs run side by side: the slowest one's time
         tally(timing, "kernel_ms", max(p[2] for p in parts))
-    score = res[:, 0].astype(np.int32)
-    values = (score, res[:, 1].copy(), res[:, 2].copy(), res[:, 3].astype(np.int32), res[:, 4].astype(np.int32),
-              res[:, 5].astype(np.int32))
+    res = joined(0)
+    slots = joined(1) if traceback else np.empty((0, SLOT), np.uint32)
+    *values, cigar, offsets, long_ = _unpack(res, slots, traceback)
     if not traceback:
-        return values
-    nops = res[:, 6]
-    offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(nops, out=offsets[1:])
-    cigar = np.empty(offsets[-1], np.uint32)
-    _copy_slots(slots, nops, offsets, cigar)
-    short = nops <= SLOT
-    if not short.all():
+        return tuple(values)
+    if long_:
+        nops = np.diff(offsets)
+        short = nops <= SLOT
         idx = np.flatnonzero(~short)
         sub = cpu._affine_batch(*args[:4], *[a[idx] for a in args[4:]], c_min[idx], P, True)
         cigar[~np.repeat(short, nops)] = sub[6]
-    return values + (cigar, offsets)
+    return (*values, cigar, offsets)
 
 
 @njit(cache=True, nogil=True)
-def _copy_slots(slots, nops, offsets, cigar):
-    """Each candidate's CIGAR from its slot to cigar[offsets[i]:offsets[i + 1]] (those longer than a
-    slot are left to the caller)."""
-    for i in range(nops.shape[0]):
-        if nops[i] <= slots.shape[1]:
-            for q in range(nops[i]):
+def _unpack(res, slots, want_cigar):
+    """The kernel's rows (_put) as affine_align returns them, in one pass: score, reference start
+    and end, the clips and NM, and with want_cigar the CIGARs from their slots (cigar, offsets; one
+    longer than a slot is left to the caller, which the count of such says)."""
+    n = res.shape[0]
+    score, start, end = np.empty(n, np.int32), np.empty(n, np.int64), np.empty(n, np.int64)
+    x, y, z = np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, np.int32)
+    offsets = np.zeros(n + 1 if want_cigar else 0, np.int64)
+    for i in range(n):
+        score[i], start[i], end[i] = res[i, 0], res[i, 1], res[i, 2]
+        x[i], y[i], z[i] = res[i, 3], res[i, 4], res[i, 5]
+        if want_cigar:
+            offsets[i + 1] = offsets[i] + res[i, 6]
+    cigar = np.empty(offsets[n] if want_cigar else 0, np.uint32)
+    long_ = 0
+    if want_cigar:
+        for i in range(n):
+            k = res[i, 6]
+            if k > slots.shape[1]:
+                long_ += 1
+                continue
+            for q in range(k):
                 cigar[offsets[i] + q] = slots[i, q]
+    return score, start, end, x, y, z, cigar, offsets, long_

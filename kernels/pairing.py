@@ -5,6 +5,7 @@ import math
 import numpy as np
 from numba import njit
 
+from pymap.kernels.segments import group_starts
 from pymap.kernels.select import MAPQ_MAX, NO_SHADOW, mix64
 from pymap.kernels.threads import range_bounds, run_ranges
 
@@ -146,7 +147,7 @@ def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, 
     (pick1, pick2, pair_mapq): pick -1 where the pair is not placed as a proper pair (the mates keep
     their own primaries). todo, prev: only the pairs todo are paired, the others keep prev's
     (pick1, pick2, pair_mapq), which must index these hits. Threads over ranges of pairs."""
-    first = first_hits(h_read, n_pairs)
+    first = group_starts(h_read, 2 * n_pairs)
     if prev is None:
         pick1 = np.full(n_pairs, -1, np.int64)
         pick2 = np.full(n_pairs, -1, np.int64)
@@ -162,21 +163,6 @@ def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, 
                h_shadow, keep, penalty, mean, std, low, high, match, unit, unpaired_penalty, global_first, seed,
                pick1, pick2, pair_mapq)
     return pick1, pick2, pair_mapq
-
-
-@njit(cache=True, nogil=True)
-def first_hits(h_read, n_pairs):
-    """first[r]: the first hit of read r (hits sorted by read; nh when it has none and none follow)."""
-    nh = h_read.shape[0]
-    first = np.empty(2 * n_pairs + 1, np.int64)
-    for r in range(2 * n_pairs + 1):
-        first[r] = nh
-    for k in range(nh - 1, -1, -1):
-        first[h_read[k]] = k
-    for r in range(2 * n_pairs - 1, -1, -1):
-        if first[r] > first[r + 1]:
-            first[r] = first[r + 1]
-    return first
 
 
 @njit(cache=True, nogil=True)
@@ -283,7 +269,7 @@ def _best_kept(k0, k1, pick, keep, h_score):
 def rescue_anchors(first, h_strand, h_start, h_end, h_ctg, h_score, keep, pick1, pick2, best_score, found_only,
                    rescuable, searched, mean, std, low, high, match, unpaired_penalty, max_anchors):
     """The hits a mate is searched from (bwa mem's mate rescue). Hits sorted by read (first from
-    first_hits; read r's mate is r ^ 1); pick1, pick2: pair_hits' choice. A pair placed at both
+    segments.group_starts; read r's mate is r ^ 1); pick1, pick2: pair_hits' choice. A pair placed at both
     mates' best hits has none. Else a read's anchors are its kept hits within unpaired_penalty of
     its best, the max_anchors best of them (ties: hit order), where the mate is rescuable and has no
     kept hit within unpaired_penalty of its best making a proper pair with the hit (a poorer one, say

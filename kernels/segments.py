@@ -57,6 +57,19 @@ def scatter_max(out, idx, values):
 
 
 @njit(cache=True, nogil=True)
+def group_starts(group, n_groups):
+    """starts[g] for g in 0..n_groups: how many items lie in groups below g (group's values in
+    [0, n_groups), which the caller guarantees). For group sorted ascending, group g is
+    [starts[g], starts[g + 1]): np.searchsorted(group, np.arange(n_groups + 1)) in one pass."""
+    starts = np.zeros(n_groups + 1, np.int64)
+    for g in group:
+        starts[g + 1] += 1
+    for g in range(n_groups):
+        starts[g + 1] += starts[g]
+    return starts
+
+
+@njit(cache=True, nogil=True)
 def group_order(group, n_groups):
     """(bounds, order, ok): the indices 0..n-1 placed stably by group (a counting sort), group g's at
     order[bounds[g]:bounds[g + 1]]; ok False (order empty) for a group outside [0, n_groups)."""

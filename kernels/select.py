@@ -4,6 +4,8 @@ import functools
 import numpy as np
 from numba import njit
 
+from pymap.kernels.segments import group_starts
+from pymap.kernels.sorting import sort_int64_buf
 from pymap.kernels.threads import range_bounds, run_ranges
 
 MAPQ_MAX = 60
@@ -176,7 +178,7 @@ def select_hits(h_read, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offse
     the best score merged into it from another start, or its own score where its part is periodic
     (periodic_part), which counts as a runner-up (NO_SHADOW: none)."""
     n_reads = offsets.shape[0] - 1
-    first = np.searchsorted(h_read, np.arange(n_reads + 1)).astype(np.int64)
+    first = group_starts(h_read, n_reads)
     offsets = np.ascontiguousarray(offsets, np.int64)
     args = (first, np.ascontiguousarray(h_strand, np.int8), np.ascontiguousarray(h_start, np.int64),
             np.ascontiguousarray(h_score, np.int32), np.ascontiguousarray(h_qbeg, np.int64),
@@ -370,24 +372,45 @@ def report_order(h_read, h_score, keep, primary, supplementary, n_reads, max_hit
     then the other kept hits by decreasing score (ties in (strand, start) order), up to max_hits
     secondaries and primary in all (every one under report_all).
     Returns (rep_offsets int64[n_reads + 1], rep_hit int64[...])."""
-    others = np.flatnonzero(keep)
-    others = others[(primary[h_read[others]] != others) & (supplementary[h_read[others]] != others)]
-    # lexsort is stable: equal scores keep (strand, start) order
-    others = others[np.lexsort((-h_score[others].astype(np.int64), h_read[others]))]
-    o_read = h_read[others]
-    o_first = np.searchsorted(o_read, np.arange(n_reads + 1))
-    rank = np.arange(others.size) - o_first[o_read]
-    if not report_all:
-        others, o_read = others[rank < max_hits - 1], o_read[rank < max_hits - 1]
-    has = primary >= 0
-    has_supp = supplementary >= 0
-    per_read = has.astype(np.int64) + has_supp + np.bincount(o_read, minlength=n_reads)
-    rep_offsets = np.zeros(n_reads + 1, np.int64)
-    np.cumsum(per_read, out=rep_offsets[1:])
-    rep_hit = np.empty(rep_offsets[-1], np.int64)
-    rep_hit[rep_offsets[:-1][has]] = primary[has]
-    rep_hit[rep_offsets[:-1][has_supp] + 1] = supplementary[has_supp]
-    o_first = np.searchsorted(o_read, np.arange(n_reads + 1))
-    rank = np.arange(others.size) - o_first[o_read]
-    rep_hit[rep_offsets[o_read] + 1 + has_supp[o_read] + rank] = others
+    most = h_read.shape[0] if report_all else max(max_hits - 1, 0)
+    return _report_order(group_starts(h_read, n_reads), np.ascontiguousarray(h_score, np.int32), keep,
+                         np.ascontiguousarray(primary, np.int64), np.ascontiguousarray(supplementary, np.int64),
+                         np.int64(most))
+
+
+@njit(cache=True, nogil=True)
+def _report_order(first, h_score, keep, primary, supplementary, most):
+    """report_order over the reads' hit ranges first[r]..first[r + 1] - 1, at most `most` others a read."""
+    n = primary.shape[0]
+    rep_offsets = np.zeros(n + 1, np.int64)
+    widest = 0
+    for r in range(n):
+        c = 0
+        for k in range(first[r], first[r + 1]):
+            c += keep[k] and k != primary[r] and k != supplementary[r]
+        widest = max(widest, c)
+        rep_offsets[r + 1] = rep_offsets[r] + (primary[r] >= 0) + (supplementary[r] >= 0) + min(c, most)
+    rep_hit = np.empty(rep_offsets[n], np.int64)
+    # a read's others sorted by one key: decreasing score, then hit order
+    keys = np.empty(widest, np.int64)
+    tmp = np.empty(widest, np.int64)
+    for r in range(n):
+        o = rep_offsets[r]
+        if primary[r] >= 0:
+            rep_hit[o] = primary[r]
+            o += 1
+        if supplementary[r] >= 0:
+            rep_hit[o] = supplementary[r]
+            o += 1
+        if o == rep_offsets[r + 1]:
+            continue
+        span = first[r + 1] - first[r]
+        c = 0
+        for k in range(first[r], first[r + 1]):
+            if keep[k] and k != primary[r] and k != supplementary[r]:
+                keys[c] = ((1 << 31) - np.int64(h_score[k])) * span + (k - first[r])
+                c += 1
+        sort_int64_buf(keys, c, tmp)
+        for j in range(rep_offsets[r + 1] - o):
+            rep_hit[o + j] = first[r] + keys[j] % span
     return rep_offsets, rep_hit

@@ -15,11 +15,11 @@ from pymap.kernels import contracts
 from pymap.kernels.cigar import cigar_spans
 from pymap.kernels.contigs import place_on_contigs
 from pymap.kernels.encoding import count_code
-from pymap.kernels.pairing import first_hits, pair_hits, proper_pairs, rescue_anchors
+from pymap.kernels.pairing import pair_hits, proper_pairs, rescue_anchors
 from pymap.kernels.sam import NO_XS, OWN_TAGS, REASONS, bad_tag, first_bad_comment, format_sam, tag_codes
 from pymap.kernels.select import (MAPQ_MAX, pick_supplementary, query_spans, report_order, select_hits,
                                   supplementary_mapq)
-from pymap.kernels.segments import concat_ranges, group_ranks, repeat_index, scatter_max
+from pymap.kernels.segments import concat_ranges, group_ranks, group_starts, repeat_index, scatter_max
 from pymap.kernels.sorting import order_by_group
 from pymap.kernels.text import interleave_ranges
 from pymap.slack import SlackTable
@@ -588,7 +588,7 @@ class Pipeline:
         done = np.empty(0, np.int64)            # anchors searched, by (read, strand, start)
         for cap in RESCUE_ROUNDS:
             key = h.read * span + h.strand * (span // 2) + h.start
-            k = rescue_anchors(first_hits(h.read, n // 2), h.strand, h.start, h.end, h.ctg, h.score, h.keep,
+            k = rescue_anchors(group_starts(h.read, n), h.strand, h.start, h.end, h.ctg, h.score, h.keep,
                                picks[0], picks[1], h.lengths * self.extender.match_score, cap != RESCUE_ROUNDS[0],
                                rescuable, np.isin(key, done), model.mean, model.std, model.low, model.high, match,
                                UNPAIRED_PENALTY * match, cap)
@@ -611,13 +611,13 @@ class Pipeline:
             aln = h.aln
             for _, more in found:
                 aln = Alignments.concat(aln, more)
-            before = first_hits(h.read, n // 2)
+            before = group_starts(h.read, n)
             h = self.select(h.batch, h.lengths, h.maxe, h.reason0, h.has_cand,
                             np.concatenate([h.aln_read] + [c.read for c, _ in found]),
                             np.concatenate([h.aln_strand] + [c.strand for c, _ in found]), aln, h.mapq_cap)
             # only the pairs given new alignments are paired again; the others' hits moved by the
             # hits inserted before them
-            shift = first_hits(h.read, n // 2) - before
+            shift = group_starts(h.read, n) - before
             moved = tuple(np.where(pick >= 0, pick + shift[2 * np.arange(n // 2) + m], -1)
                           for m, pick in enumerate(picks[:2]))
             todo = np.unique(np.concatenate([c.read[a.found] for c, a in found]) // 2)

@@ -469,7 +469,8 @@ def test_rescue_anchors():
     hits within the unpaired penalty of its best whose mate has no partner hit (a partner far below
     the mate's best does not count), best first, up to the cap, those searched already left out,
     and only while the hit could reach the pair's score."""
-    from pymap.kernels.pairing import first_hits, pair_hits, rescue_anchors
+    from pymap.kernels.pairing import pair_hits, rescue_anchors
+    from pymap.kernels.segments import group_starts
     # pair 0: mate 1 at 1000 (+, 150), mate 2 at 1200 (-, 150): placed at both best
     # pair 1: mate 1 at 1000 (+, 140) and 5000 (+, 150, no partner), 9000 (+, 148, no partner),
     #         20000 (+, 120: too far below its best); mate 2 at 1200 (-, 140)
@@ -486,7 +487,7 @@ def test_rescue_anchors():
     pick1, pick2, _ = pair_hits(h_read, h_strand, h_start, h_end, ctg, h_score, shadow, keep, 3, *args, 1, 5, 17,
                                 0, 0)
     assert pick1.tolist() == [0, 2, -1] and pick2.tolist() == [1, 6, -1]
-    first = first_hits(h_read, 3)
+    first = group_starts(h_read, 6)
     rescuable = np.ones(6, np.bool_)
     best_score = np.full(6, 150, np.int64)
 

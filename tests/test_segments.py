@@ -34,6 +34,17 @@ def test_group_order_ranks_and_scatter_max():
     assert np.array_equal(out, expect)
 
 
+def test_group_starts_equal_searchsorted():
+    """Sorted groups of int32 and int64 keys, with empty groups first, inside and last."""
+    rng = np.random.default_rng(3)
+    for n_groups, n in ((1, 0), (5, 0), (40, 1), (40, 300), (2000, 900)):
+        for dtype in (np.int32, np.int64):
+            group = np.sort(rng.integers(1, max(n_groups - 1, 2), n)).astype(dtype) if n_groups > 1 else \
+                np.zeros(n, dtype)
+            assert np.array_equal(segments.group_starts(group, n_groups),
+                                  np.searchsorted(group, np.arange(n_groups + 1)))
+
+
 @pytest.mark.parametrize("limit", [segments.PAIR_TABLE_LIMIT, 1])
 def test_distinct_pairs_equal_np_unique(monkeypatch, limit):
     """The dense table and the np.unique fallback (a limit of one cell) give np.unique's pairs."""
