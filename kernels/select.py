@@ -4,6 +4,8 @@ import functools
 import numpy as np
 from numba import njit
 
+from pymap.kernels.cigar import OP_D, OP_M
+from pymap.kernels.contigs import contig_of
 from pymap.kernels.segments import group_starts
 from pymap.kernels.sorting import sort_int64_buf
 from pymap.kernels.threads import range_bounds, run_ranges
@@ -166,7 +168,7 @@ def _rivals(h_score, keep, shadow, h_qbeg, h_qend, lo, hi, p):
 
 
 def select_hits(h_read, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, match, unit,
-                global_first, seed, device="cpu"):
+                global_first, seed, device="cpu", reads=None):
     """Hits sorted by (read, strand, start) of the reads codes[offsets[r]:offsets[r + 1]], h_score
     larger is better, [h_qbeg, h_qend) the part of the read each aligns; per read its most edits;
     match, unit: the score of a match and the cost of an edit. Per read: the best score, how many
@@ -176,7 +178,10 @@ def select_hits(h_read, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offse
     Returns (best, n_best, sub, has_sub, mapq, primary, keep, shadow); primary[r] = -1 for a read
     without hits; keep[k] False for a hit merged into another of its locus; shadow[k] of a kept hit:
     the best score merged into it from another start, or its own score where its part is periodic
-    (periodic_part), which counts as a runner-up (NO_SHADOW: none)."""
+    (periodic_part), which counts as a runner-up (NO_SHADOW: none).
+
+    reads (int64 array): only these reads are selected, on the CPU (a few reads selected again); the
+    other reads' entries are left undefined."""
     n_reads = offsets.shape[0] - 1
     first = group_starts(h_read, n_reads)
     offsets = np.ascontiguousarray(offsets, np.int64)
@@ -189,7 +194,10 @@ def select_hits(h_read, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offse
         from pymap.kernels.select_cuda import select_hits_cuda
         return select_hits_cuda(*args)
     out = select_outputs(n_reads, int(first[-1]))
-    run_ranges(_select_range, range_bounds(n_reads, 2048), *args, *out)
+    if reads is None:
+        run_ranges(_select_range, range_bounds(n_reads, 2048), *args, *out)
+    else:
+        _select_listed(np.ascontiguousarray(reads, np.int64), *args, *out)
     return out
 
 
@@ -205,6 +213,14 @@ def select_outputs(n_reads, n_hits):
 def _select_range(r0, r1, first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, match,
                   unit, global_first, seed, ln_q, best, n_best, sub, has_sub, mapq, primary, keep, shadow):
     for r in range(r0, r1):
+        select_read(r, first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, match, unit,
+                    global_first, seed, ln_q, best, n_best, sub, has_sub, mapq, primary, keep, shadow)
+
+
+@njit(cache=True, nogil=True)
+def _select_listed(reads, first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, match, unit,
+                   global_first, seed, ln_q, best, n_best, sub, has_sub, mapq, primary, keep, shadow):
+    for r in reads:
         select_read(r, first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, match, unit,
                     global_first, seed, ln_q, best, n_best, sub, has_sub, mapq, primary, keep, shadow)
 
@@ -309,6 +325,33 @@ def _query_spans(cigar, cigar_offsets, which, strand, length):
         begin[i] = lead
         end[i] = length[i] - trail
     return begin, end
+
+
+def hit_spans(cigar, cigar_offsets, hit_aln, h_start, h_strand, length, ctg_offsets):
+    """Per hit (alignment hit_aln[k], its first aligned base at reference h_start[k], of a read of
+    length[k]): (the reference end, exclusive; its contig, of those ctg_offsets bounds; qbeg, qend:
+    the read interval it aligns, as query_spans gives). One pass over the hits' CIGARs only."""
+    return _hit_spans(np.ascontiguousarray(cigar, np.uint32), np.ascontiguousarray(cigar_offsets, np.int64),
+                      np.ascontiguousarray(hit_aln, np.int64), np.ascontiguousarray(h_start, np.int64),
+                      np.ascontiguousarray(h_strand, np.int8), np.ascontiguousarray(length, np.int64),
+                      np.ascontiguousarray(ctg_offsets, np.int64))
+
+
+@njit(cache=True, nogil=True)
+def _hit_spans(cigar, cigar_offsets, hit_aln, h_start, h_strand, length, ctg_offsets):
+    qbeg, qend = _query_spans(cigar, cigar_offsets, hit_aln, h_strand, length)
+    n = hit_aln.shape[0]
+    end = np.empty(n, np.int64)
+    ctg = np.empty(n, np.int64)
+    for i in range(n):
+        span = np.int64(0)
+        for k in range(cigar_offsets[hit_aln[i]], cigar_offsets[hit_aln[i] + 1]):
+            op = cigar[k] & 15
+            if op == OP_M or op == OP_D:
+                span += np.int64(cigar[k] >> 4)
+        end[i] = h_start[i] + span
+        ctg[i] = contig_of(ctg_offsets, h_start[i])
+    return end, ctg, qbeg, qend
 
 
 def pick_supplementary(h_read, h_qbeg, h_qend, h_score, keep, primary, n_reads):

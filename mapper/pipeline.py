@@ -17,9 +17,9 @@ from pymap.kernels.contigs import place_on_contigs
 from pymap.kernels.encoding import count_code
 from pymap.kernels.pairing import pair_hits, proper_pairs, rescue_anchors
 from pymap.kernels.sam import NO_XS, OWN_TAGS, REASONS, bad_tag, first_bad_comment, format_sam, tag_codes
-from pymap.kernels.select import (MAPQ_MAX, pick_supplementary, query_spans, report_order, select_hits,
-                                  supplementary_mapq)
-from pymap.kernels.segments import concat_ranges, group_ranks, group_starts, repeat_index, scatter_max
+from pymap.kernels.select import (MAPQ_MAX, hit_spans, pick_supplementary, query_spans, report_order,
+                                  select_hits, supplementary_mapq)
+from pymap.kernels.segments import concat_ranges, group_order, group_ranks, group_starts, repeat_index, scatter_max
 from pymap.kernels.sorting import order_by_group
 from pymap.kernels.text import interleave_ranges
 from pymap.slack import SlackTable
@@ -302,18 +302,17 @@ class Pipeline:
         self._timed("extend", t)
         if wider is None:
             return h
-        ext_idx, aln = wider
-        return self.select(batch, lengths, maxe, reason, has_cand, cands.read[ext_idx], cands.strand[ext_idx], aln,
-                           caps)
+        ext_idx, aln, changed = wider
+        return self.reselect(h, cands.read[ext_idx], cands.strand[ext_idx], aln, changed)
 
     def _split_by_indels(self, h, cands, ext_idx, aln, pairs):
-        """(ext_idx, aln) again, or None: a read whose primary is clipped by SPLIT_CLIP bases or more
-        where its contig goes on, and that has a candidate of the same strand and contig on another
-        diagonal up to WIDE_BAND away (its clipped part seeded there), may hold an indel longer than
-        the band (a 20-base deletion: 120M30S and 120S30M, where bwa mem's band of 100 gives
-        120M20D30M). Its primary's candidate is extended again with a band as wide as the two
-        diagonals are apart; the new alignment replaces the old one where it is better by what the
-        extender maximises (_objective)."""
+        """(ext_idx, aln, the reads whose alignments changed: bool per read) again, or None: a read whose
+        primary is clipped by SPLIT_CLIP bases or more where its contig goes on, and that has a candidate of the
+        same strand and contig on another diagonal up to WIDE_BAND away (its clipped part seeded there), may
+        hold an indel longer than the band (a 20-base deletion: 120M30S and 120S30M, where bwa mem's band of 100
+        gives 120M20D30M). Its primary's candidate is extended again with a band as wide as the two diagonals
+        are apart; the new alignment replaces the old one where it is better by what the extender maximises
+        (_objective)."""
         if self.extender.scoring == "edits" or self.opt.report_all or getattr(self.extender, "band", None) is not None:
             return None                             # an extender's band given as an option is kept
         prim = h.primary[h.primary >= 0]
@@ -352,38 +351,77 @@ class Pipeline:
         found = aln.found.copy()
         found[a[retry[better]]] = False
         again.found = better
-        return np.concatenate([ext_idx, c]), Alignments.concat(dataclasses.replace(aln, found=found), again)
+        changed = np.zeros(n, np.bool_)
+        changed[cands.read[c[better]]] = True
+        return np.concatenate([ext_idx, c]), Alignments.concat(dataclasses.replace(aln, found=found), again), changed
 
     def select(self, batch, lengths, maxe, reason0, has_cand, aln_read, aln_strand, aln, mapq_cap):
         """Hits of a batch from its alignments (aln_read, aln_strand: each alignment's read and
         strand) and the per-read selection (select_hits); unmapped reads get their reason; MAPQ
         at most mapq_cap (per read, from the seeder)."""
         t = time.perf_counter()
-        match, unit = self.extender.match_score, self.extender.edit_cost
-        # hits: the alignments found, sorted by (read, strand, start); hit k is alignment hit_aln[k]
-        found = np.flatnonzero(aln.found)
-        h_read, h_strand = aln_read[found], aln_strand[found]
-        h_start, h_score = aln.start[found], aln.score[found]
-        order = order_by_group(h_read, len(batch), h_strand, h_start)
-        hit_aln = found[order]
-        reason = reason0.copy()
-        h = Hits(batch, lengths, maxe, reason, aln, hit_aln, h_read[order], h_strand[order], h_start[order],
-                 h_score[order])
-        h.reason0, h.has_cand, h.aln_read, h.aln_strand = reason0, has_cand, aln_read, aln_strand
-        _, rlen, _ = cigar_spans(aln.cigar, aln.cigar_offsets)
-        h.end = h.start + rlen[hit_aln]
-        h.ctg = np.searchsorted(self.ref.offsets, h.start, side="right") - 1
-        h.qbeg, h.qend = query_spans(aln.cigar, aln.cigar_offsets, hit_aln, h.strand, lengths[h.read])
-        h.best, h.n_best, h.sub, h.has_sub, h.mapq, h.primary, h.keep, h.shadow = select_hits(
-            h.read, h.strand, h.start, h.score, h.qbeg, h.qend, batch.codes, batch.offsets, maxe, match, unit,
-            batch.first_index, self.opt.seed, device=self.select_device)
-        h.mapq_cap = mapq_cap
+        hits, chosen = self._select_part(batch, lengths, maxe, np.flatnonzero(aln.found), aln, aln_read, aln_strand,
+                                         self.select_device)
+        h = Hits(batch, lengths, maxe, None, aln, *hits[:5])
+        h.end, h.ctg, h.qbeg, h.qend = hits[5:]
+        h.best, h.n_best, h.sub, h.has_sub, h.mapq, h.primary, h.keep, h.shadow = chosen
         h.mapq = np.minimum(h.mapq, mapq_cap)
-        reason[h.primary >= 0] = 0
-        unaligned = (reason == 0) & (h.primary < 0)
-        no_aln = REASON["over_max_edits"] if self.extender.scoring == "edits" else REASON["below_min_score"]
-        reason[unaligned] = np.where(has_cand[unaligned], no_aln, REASON["no_seed_hit"])
         self._timed("select", t)
+        return self._selected(h, reason0, has_cand, aln_read, aln_strand, mapq_cap)
+
+    def reselect(self, h, aln_read, aln_strand, aln, changed):
+        """select() after the alignments of the reads `changed` (bool per read) changed: aln holds
+        h.aln's alignments at their indices (found or not) and maybe more after them. Only those reads
+        are selected again (on the host: they are few); the others keep their hits and selection,
+        which depend on their own alignments alone. The same Hits as select() over everything."""
+        t = time.perf_counter()
+        batch, n = h.batch, len(h.batch)
+        reads = np.flatnonzero(changed)
+        part, chosen = self._select_part(batch, h.lengths, h.maxe, np.flatnonzero(aln.found & changed[aln_read]), aln,
+                                         aln_read, aln_strand, "cpu", reads)
+        kept = np.flatnonzero(~changed[h.read])             # the hits of the other reads
+        old = (h.hit_aln, h.read, h.strand, h.start, h.score, h.end, h.ctg, h.qbeg, h.qend, h.keep, h.shadow)
+        _, order, _ = group_order(np.concatenate([h.read[kept], part[1]]), n)   # stable: a read's hits keep their order
+        fields = [np.concatenate([o[kept], p])[order] for o, p in zip(old, part + chosen[6:])]
+        at = np.empty(order.size, np.int64)                 # where each of (kept, part) hits went
+        at[order] = np.arange(order.size)
+        g = Hits(batch, h.lengths, h.maxe, None, aln, *fields[:5])
+        g.end, g.ctg, g.qbeg, g.qend, g.keep, g.shadow = fields[5:]
+        moved = np.full(h.read.size + 1, -1, np.int64)      # an old hit's new index (index -1: none)
+        moved[kept] = at[:kept.size]
+        placed = np.append(at[kept.size:], -1)              # a new hit's, likewise
+        g.best, g.n_best, g.sub, g.has_sub, g.mapq = (a.copy() for a in (h.best, h.n_best, h.sub, h.has_sub, h.mapq))
+        g.primary = moved[h.primary]
+        for out, fresh in zip((g.best, g.n_best, g.sub, g.has_sub, g.mapq), chosen[:5]):
+            out[reads] = fresh[reads]
+        g.mapq[reads] = np.minimum(g.mapq[reads], h.mapq_cap[reads])
+        g.primary[reads] = placed[chosen[5][reads]]
+        self._timed("select", t)
+        return self._selected(g, h.reason0, h.has_cand, aln_read, aln_strand, h.mapq_cap)
+
+    def _select_part(self, batch, lengths, maxe, found, aln, aln_read, aln_strand, device, reads=None):
+        """(hit_aln, read, strand, start, score, end, ctg, qbeg, qend) of the alignments `found`,
+        sorted by (read, strand, start) (hit k is alignment hit_aln[k]), and select_hits' outputs
+        for them (reads without any: unmapped; reads: only these selected, see select_hits)."""
+        match, unit = self.extender.match_score, self.extender.edit_cost
+        h_read, h_strand, h_start = aln_read[found], aln_strand[found], aln.start[found]
+        order = order_by_group(h_read, len(batch), h_strand, h_start)
+        hit_aln, h_read, h_strand, h_start = found[order], h_read[order], h_strand[order], h_start[order]
+        h_score = aln.score[hit_aln]
+        end, ctg, qbeg, qend = hit_spans(aln.cigar, aln.cigar_offsets, hit_aln, h_start, h_strand, lengths[h_read],
+                                         self.ref.offsets)
+        chosen = select_hits(h_read, h_strand, h_start, h_score, qbeg, qend, batch.codes, batch.offsets, maxe, match,
+                             unit, batch.first_index, self.opt.seed, device=device, reads=reads)
+        return (hit_aln, h_read, h_strand, h_start, h_score, end, ctg, qbeg, qend), chosen
+
+    def _selected(self, h, reason0, has_cand, aln_read, aln_strand, mapq_cap):
+        """h with the reads' reasons and what a later reselect needs."""
+        h.reason0, h.has_cand, h.aln_read, h.aln_strand, h.mapq_cap = reason0, has_cand, aln_read, aln_strand, mapq_cap
+        h.reason = reason0.copy()
+        h.reason[h.primary >= 0] = 0
+        unaligned = (h.reason == 0) & (h.primary < 0)
+        no_aln = REASON["over_max_edits"] if self.extender.scoring == "edits" else REASON["below_min_score"]
+        h.reason[unaligned] = np.where(has_cand[unaligned], no_aln, REASON["no_seed_hit"])
         return h
 
     def supplementary(self, h, primary):
@@ -611,18 +649,23 @@ class Pipeline:
             aln = h.aln
             for _, more in found:
                 aln = Alignments.concat(aln, more)
+            changed = np.zeros(n, np.bool_)
+            changed[np.concatenate([c.read[a.found] for c, a in found])] = True
             before = group_starts(h.read, n)
-            h = self.select(h.batch, h.lengths, h.maxe, h.reason0, h.has_cand,
-                            np.concatenate([h.aln_read] + [c.read for c, _ in found]),
-                            np.concatenate([h.aln_strand] + [c.strand for c, _ in found]), aln, h.mapq_cap)
-            # only the pairs given new alignments are paired again; the others' hits moved by the
-            # hits inserted before them
-            shift = group_starts(h.read, n) - before
-            moved = tuple(np.where(pick >= 0, pick + shift[2 * np.arange(n // 2) + m], -1)
-                          for m, pick in enumerate(picks[:2]))
-            todo = np.unique(np.concatenate([c.read[a.found] for c, a in found]) // 2)
-            picks = self.pair(h, model, todo, (*moved, picks[2]))
+            h = self.reselect(h, np.concatenate([h.aln_read] + [c.read for c, _ in found]),
+                              np.concatenate([h.aln_strand] + [c.strand for c, _ in found]), aln, changed)
+            picks = self.pair_again(h, model, picks, before, changed)
         return h, picks
+
+    def pair_again(self, h, model, picks, before, changed):
+        """pair() after a reselect of the reads `changed` (bool per read): only their pairs are paired
+        again; the others' picks move with their hits, which hits inserted or removed before them
+        shifted (before: group_starts of the hits the picks index)."""
+        n = len(h.batch)
+        shift = group_starts(h.read, n) - before
+        moved = tuple(np.where(pick >= 0, pick + shift[2 * np.arange(n // 2) + m], -1)
+                      for m, pick in enumerate(picks[:2]))
+        return self.pair(h, model, np.flatnonzero(changed[0::2] | changed[1::2]), (*moved, picks[2]))
 
     def rescue_windows(self, h, model, k):
         """The mates of anchors k (hit indices; a read's all here) searched: every position of the
@@ -705,9 +748,11 @@ class Pipeline:
                 aln = copy.copy(h.aln)
                 aln.found = aln.found.copy()
                 aln.found[drop] = False
-                h = self.select(h.batch, h.lengths, h.maxe, h.reason0, h.has_cand, h.aln_read, h.aln_strand,
-                                aln, h.mapq_cap)
-                pick1, pick2, pair_mapq = self.pair(h, model)
+                changed = np.zeros(len(h.batch), np.bool_)
+                changed[h.aln_read[drop]] = True
+                before = group_starts(h.read, len(h.batch))
+                h = self.reselect(h, h.aln_read, h.aln_strand, aln, changed)
+                pick1, pick2, pair_mapq = self.pair_again(h, model, (pick1, pick2, pair_mapq), before, changed)
         proper = pick1 >= 0
         primary = h.primary.copy()
         mapq = h.mapq.astype(np.int64)

@@ -47,3 +47,46 @@ def test_report_order_equals_numpy(max_hits, report_all):
     want = report_order_numpy(h_read, h_score, keep, primary, supplementary, n_reads, max_hits, report_all)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
     assert got[1].size > 2 * n_reads // 3
+
+
+@pytest.mark.parametrize("change", ["drop", "add"])
+def test_reselect_equals_select(sim_data, change):
+    """Pipeline.reselect (only the reads whose alignments changed selected again) gives select()'s
+    Hits over all alignments: a fifth of the alignments dropped, or a fifth copied with other scores
+    and starts a few bases off (more hits of one locus, ties, new primaries)."""
+    import copy
+    import dataclasses
+
+    from pymap import api
+    from pymap.batch import Alignments
+    from pymap.options import AlignOptions
+    from pymap.pipeline import Hits, gather_cigars
+    from pymap.reads import read_batches
+    pipe = api.make_pipeline(str(sim_data[0]), AlignOptions(threads=1))
+    batch = next(read_batches(str(sim_data[1]), 600))
+    rng = np.random.default_rng(11)
+    with pipe.batch():
+        h = pipe.hits(batch)
+        found = np.flatnonzero(h.aln.found)
+        some = rng.choice(found, found.size // 5, replace=False)
+        changed = np.zeros(len(batch), np.bool_)
+        changed[h.aln_read[some]] = True
+        if change == "drop":
+            aln = copy.copy(h.aln)
+            aln.found = aln.found.copy()
+            aln.found[some] = False
+            aln_read, aln_strand = h.aln_read, h.aln_strand
+        else:
+            more = Alignments(np.ones(some.size, np.bool_), h.aln.score[some] + rng.integers(-3, 2, some.size),
+                              h.aln.edits[some], h.aln.start[some] + rng.integers(-2, 3, some.size),
+                              *gather_cigars(h.aln, some))
+            aln = Alignments.concat(h.aln, more)
+            aln_read = np.concatenate([h.aln_read, h.aln_read[some]])
+            aln_strand = np.concatenate([h.aln_strand, h.aln_strand[some]])
+        want = pipe.select(batch, h.lengths, h.maxe, h.reason0, h.has_cand, aln_read, aln_strand, aln, h.mapq_cap)
+        got = pipe.reselect(h, aln_read, aln_strand, aln, changed)
+    assert changed.sum() > 50 and not np.array_equal(want.primary, h.primary)
+    for f in dataclasses.fields(Hits):
+        if f.name not in ("batch", "aln"):
+            a, b = getattr(got, f.name), getattr(want, f.name)
+            assert a.dtype == b.dtype and np.array_equal(a, b), f.name
