@@ -93,6 +93,48 @@ def current_gpu():
 
 _RESIDENT = {}
 _RESIDENT_LOCK = threading.Lock()
+#: device buffers of batch-sized resident copies whose host arrays are gone, by (size class, GPU), for
+#: the next batch's: cuMemFree waits for the whole GPU, and a batch's reads came and went every batch
+_SPARE = {}
+#: the most bytes of spare buffers kept a GPU
+SPARE_BYTES = 2 << 30
+
+
+def _size_class(nbytes):
+    """The bytes a batch-sized buffer of nbytes is allocated with: a sixteenth of a power of two
+    past nbytes at most, so that batches of slightly different sizes share buffers."""
+    step = max(1 << max(nbytes.bit_length() - 5, 0), STAGING_ALIGN)
+    return -(-nbytes // step) * step
+
+
+def _keep_spare(buf, gpu):
+    """The last view of a batch-sized buffer is gone: keep the buffer as a spare where the GPU's
+    spares have room (and the process is not releasing its GPUs), else let it be freed."""
+    with _RESIDENT_LOCK:
+        held = sum(b.shape[0] for key, kept in _SPARE.items() if key[1] == gpu for b in kept)
+        if not _RELEASED.is_set() and held + buf.shape[0] <= SPARE_BYTES:
+            _SPARE.setdefault((buf.shape[0], gpu), []).append(buf)
+
+
+def _device_copy(host, stream):
+    """A device copy of host on `stream`. A batch-sized array goes through this thread's page-locked
+    staging into a spare buffer when one fits, which is kept as a spare again once the copy is gone
+    (not when the host array is: a caller may still be using the copy)."""
+    host = np.ascontiguousarray(host)
+    if host.nbytes == 0 or host.nbytes > STAGING_MAX:
+        return cuda.to_device(host, stream=stream)
+    size, gpu = _size_class(host.nbytes), current_gpu()
+    with _RESIDENT_LOCK:
+        spares = _SPARE.get((size, gpu))
+        buf = spares.pop() if spares else None
+    if buf is None:
+        buf = cuda.device_array(size, np.uint8)
+    with _CALL_LOCK:
+        staging = _STAGING.setdefault(_thread_key("resident"), _Staging())
+    staging.fill([host], [0], host.nbytes, stream, buf)
+    dev = _view_bytes(buf, 0, host.shape, host.dtype)
+    weakref.finalize(dev, _keep_spare, buf, gpu).atexit = False
+    return dev
 
 
 def resident(host):
@@ -119,7 +161,7 @@ def resident(host):
         # on this thread's stream: a copy on the default stream would wait for every kernel of the
         # other batches in flight, and hold back the ones launched after it
         stream = thread_stream()
-        dev = cuda.to_device(np.ascontiguousarray(host), stream=stream)
+        dev = _device_copy(host, stream)
         stream.synchronize()
     except BaseException:
         with _RESIDENT_LOCK:
@@ -238,32 +280,96 @@ def call_buffers(tag, specs):
     and the current GPU, cut from buffers the thread keeps and grows: valid until the thread's next
     call with that tag. cuMemAlloc and cuMemFree synchronise the whole GPU, so arrays allocated and
     freed per call made batches side by side wait for each other's kernels."""
-    gpu = current_gpu()
+    key = _thread_key(tag)
+    with _CALL_LOCK:
+        bufs = _CALL.setdefault(key, _Buffers())
+    return bufs.cut(specs)
+
+
+def _thread_key(tag):
+    """(tag, GPU, thread) of this thread's buffers, which are dropped when the thread ends."""
     ident = threading.get_ident()
     if getattr(_THREAD, "end", None) is None:
         _THREAD.end = _ThreadEnd()
         weakref.finalize(_THREAD.end, _drop_thread_buffers, ident)
     _release_at_exit()
-    with _CALL_LOCK:
-        bufs = _CALL.setdefault((tag, gpu, ident), _Buffers())
-    return bufs.cut(specs)
+    return tag, current_gpu(), ident
 
 
 def _drop_thread_buffers(ident):
     with _CALL_LOCK:
-        for key in [k for k in _CALL if k[2] == ident]:
-            del _CALL[key]
+        for kept in (_CALL, _STAGING):
+            for key in [k for k in kept if k[2] == ident]:
+                del kept[key]
+
+
+#: call_inputs' staging buffers by (tag, GPU, thread)
+_STAGING = {}
+#: where call_inputs places each array in its buffers: at a multiple of this many bytes
+STAGING_ALIGN = 256
+#: the largest resident copy that goes through staging and spare buffers (a batch's reads: 30 MB
+#: for 200,000 reads of 150 bases); larger ones (a large reference, its index) are copied directly
+STAGING_MAX = 64 << 20
+
+
+class _Staging:
+    """A page-locked host buffer and a device buffer of as many bytes, grown as needed, and the
+    event of the last transfer from one to the other: the host buffer is refilled only once that
+    transfer is done."""
+
+    def __init__(self):
+        self.host = self.dev = self.sent = None
+
+    def fill(self, arrays, offsets, total, stream, target=None):
+        """Pack the arrays into the host buffer at offsets and copy its first `total` bytes to the
+        device buffer (or the uint8 device array target) on `stream`: asynchronous, from page-locked
+        memory, which the driver need not stage through its own buffers while the thread waits."""
+        if self.host is None or self.host.shape[0] < total:
+            size = max(total, self.host.shape[0] + self.host.shape[0] // 4 if self.host is not None else 0)
+            self.host, self.dev, self.sent = None, None, None      # freed before the larger ones
+            self.host = cuda.pinned_array(size, np.uint8)
+            self.dev = cuda.device_array(size, np.uint8)
+            self.sent = cuda.event()
+        else:
+            self.sent.synchronize()
+        for a, o in zip(arrays, offsets):
+            self.host[o:o + a.nbytes] = a.reshape(-1).view(np.uint8)
+        target = self.dev if target is None else target
+        if _simulator():
+            target[:total].copy_to_device(self.host[:total], stream=stream)
+        else:
+            from numba.cuda.cudadrv import driver
+            driver.host_to_device(target, self.host, total, stream=stream)
+        self.sent.record(stream)
+
+
+def _view_bytes(buf, offset, shape, dtype):
+    """The array of shape and dtype at byte `offset` of the uint8 device array buf."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    if _simulator():
+        return buf[offset:offset + nbytes].view(dtype).reshape(shape)
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    return DeviceNDArray(shape, view_strides(shape, dtype.itemsize), dtype,
+                         gpu_data=buf.gpu_data.view(offset, offset + nbytes) if nbytes else None)
 
 
 def call_inputs(tag, arrays, stream):
-    """Device copies of host arrays (made contiguous) for one call of a stage, in this thread's
-    buffers for that tag (call_buffers), copied on `stream`."""
+    """Device copies of host arrays (made contiguous) for one call of a stage, in one transfer on
+    `stream`: packed into this thread's page-locked staging buffer for that tag and copied into its
+    device buffer, whose views they are (valid until the thread's next call with that tag). One
+    asynchronous copy from page-locked memory instead of a copy an array from pageable memory,
+    which the driver stages through its own buffers while the thread waits."""
     arrays = [np.ascontiguousarray(a) for a in arrays]
-    out = call_buffers(tag, [(a.shape, a.dtype) for a in arrays])
-    for d, a in zip(out, arrays):
-        if a.size:
-            d.copy_to_device(a, stream=stream)
-    return out
+    offsets, total = [], 0
+    for a in arrays:
+        offsets.append(total)
+        total += -(-a.nbytes // STAGING_ALIGN) * STAGING_ALIGN
+    key = _thread_key(tag)
+    with _CALL_LOCK:
+        staging = _STAGING.setdefault(key, _Staging())
+    staging.fill(arrays, offsets, max(total, 1), stream)
+    return [_view_bytes(staging.dev, o, a.shape, a.dtype) for a, o in zip(arrays, offsets)]
 
 
 def run_on_scratch(tag, specs, nt, stream, launch, thread_major=False):
@@ -283,9 +389,10 @@ def run_on_scratch(tag, specs, nt, stream, launch, thread_major=False):
     return ev0.elapsed_time(ev1)
 
 
-#: the device arrays the process keeps: resident copies, scratch, call buffers
-_KEPT = (_RESIDENT, _SCRATCH, _CALL)
+#: the device arrays the process keeps: resident copies, spares, scratch, call buffers and staging
+_KEPT = (_RESIDENT, _SPARE, _SCRATCH, _CALL, _STAGING)
 _AT_EXIT = []
+_RELEASED = threading.Event()
 #: the pending-deallocation lists disabled at exit (release)
 _DISABLED = []
 #: GPUs this process has run kernels on (release visits each at exit)
@@ -310,6 +417,7 @@ def release():
     leave the rest to the contexts' teardown. Left to the interpreter's exit, the device arrays of
     two GPUs were freed in the wrong context: a finished two-GPU run ended in a segmentation fault
     (the GateKeeper driver releases its buffers the same way)."""
+    _RELEASED.set()                 # buffers whose last view goes now are not kept as spares
     gpus = {key[1] for kept in _KEPT for key in list(kept)} | _USED
     for gpu in sorted(gpus):
         if _simulator():

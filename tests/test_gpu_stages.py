@@ -444,7 +444,8 @@ def test_small_rescues_on_the_host_twins(where):
 
 def batch_reads_copied():
     """Device copies that a GPU mapping of one batch makes of arrays as long as its bases: its codes
-    and its reverse complements, each once for seeder, filter and extender (cuda_support.resident)."""
+    and its reverse complements, each once for seeder, filter and extender (cuda_support.resident,
+    whose copies _device_copy makes)."""
     import gzip
     import shutil
     import tempfile
@@ -458,12 +459,12 @@ def batch_reads_copied():
         lines = [next(fh) for _ in range(4 * 120)]
     (tmp / "r.fq").write_text("".join(lines))
     bases = sum(len(lines[i].strip()) for i in range(1, len(lines), 4))
-    sizes, real = [], cs.cuda.to_device
+    sizes, real = [], cs._device_copy
 
     def counted(a, *args, **kw):
         sizes.append(int(np.asarray(a).size))
         return real(a, *args, **kw)
-    cs.cuda.to_device = counted
+    cs._device_copy = counted
     api.align(str(tmp / "lambda.fa"), str(tmp / "r.fq"), str(tmp / "out.sam"),
               options=AlignOptions(device="gpu", threads=2, batch_size=1000, batches=1, progress=False),
               summary=False)
@@ -583,18 +584,18 @@ def resident_from_threads():
         t.join()
     same = len(got) == 8 and all(g is got[0] for g in got) and np.array_equal(got[0].copy_to_host(), host)
     other = np.ones(10, np.int32)
-    real = cs.cuda.to_device
+    real = cs._device_copy
 
     def broken(*a, **k):
         raise MemoryError("no room")
-    cs.cuda.to_device = broken
+    cs._device_copy = broken
     try:
         cs.resident(other)
         failed = False
     except MemoryError:
         failed = True
     finally:
-        cs.cuda.to_device = real
+        cs._device_copy = real
     again = cs.resident(other).copy_to_host().tolist() == [1] * 10
     return [same, failed, again]
 
@@ -663,3 +664,36 @@ def test_threads_ask_for_the_gpu_one_at_a_time(monkeypatch):
     for t in threads:
         t.join()
     assert answers == [True] * 4 and most[0] == 1
+
+
+def spare_buffers():
+    """cuda_support.resident: batch-sized copies go through the page-locked staging into buffers that
+    are kept as spares once the copy is gone and reused by the next copy of a like size (another
+    batch's reads); a copy the caller still holds keeps its buffer; copies are right at any offset."""
+    import gc
+    from pymap.kernels import cuda_support as cs
+
+    def ptr(x):
+        return (getattr(x, "__cuda_array_interface__", None) or x.__array_interface__)["data"][0]
+    first = np.arange(5000, dtype=np.int64)
+    d1 = cs.resident(first)
+    p1 = ptr(d1)
+    right = np.array_equal(d1.copy_to_host(), first)
+    second = np.arange(4990, dtype=np.int64) * 3          # the same size class
+    d2 = cs.resident(second)
+    apart = ptr(d2) != p1                                  # d1 is still held: its buffer is not a spare
+    right = right and np.array_equal(d2.copy_to_host(), second)
+    del first, d1
+    gc.collect()
+    third = np.arange(4995, dtype=np.int64) + 7
+    d3 = cs.resident(third)
+    reused = ptr(d3) == p1
+    right = right and np.array_equal(d3.copy_to_host(), third)
+    odd = np.arange(1001, dtype=np.int8)                    # not a multiple of the staging alignment
+    right = right and np.array_equal(cs.resident(odd).copy_to_host(), odd)
+    return [right, apart, reused]
+
+
+@pytest.mark.parametrize("where", ["simulator", "gpu"])
+def test_batch_copies_reuse_spare_buffers(where):
+    assert run_check("spare_buffers", where) == [True, True, True]
