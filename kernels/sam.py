@@ -390,7 +390,7 @@ def format_sam(rec_read, rec_flag, rec_hit, rec_mapq, rec_reason, rec_xs, rec_sa
     for paired reads (-1: single), which gives RNEXT, PNEXT, MC and MQ; rec_tlen: TLEN. comments /
     comment_offsets (per read, None: none): the tags of each read's comment appended, tab-separated
     (bwa mem -C; next_tag splits them, bad_tag checks them). Returns the text as a list of uint8
-    pieces, in record order: written one after the other (a file's writelines, os.pwritev), they
+    pieces, in record order: written one after the other (a file's writelines, a pwrite each), they
     need not be joined (a batch's text is some 100 MB: joining it took 3 % of a GPU run's host CPU).
 
     Integer arguments are normalised to int64 (cigar to uint32, bytes to uint8) so that the kernel
