@@ -27,24 +27,11 @@ def _insert(i, j, h_strand, h_start, h_end, h_ctg, keep, low, high):
     -1 when they are not one."""
     if not keep[i] or not keep[j]:
         return -1
-    return _fr_insert(i, j, h_strand, h_start, h_end, h_ctg, low, high)
-
-
-def proper_pairs(a, b, h_strand, h_start, h_end, h_ctg, low, high):
-    """Per entry: hits a[i] and b[i] make a proper pair (_fr_insert's rule), bool."""
-    out = np.empty(a.shape[0], np.bool_)
-    _proper_pairs(np.asarray(a, np.int64), np.asarray(b, np.int64), h_strand, h_start, h_end, h_ctg, low, high, out)
-    return out
+    return fr_insert(i, j, h_strand, h_start, h_end, h_ctg, low, high)
 
 
 @njit(cache=True, nogil=True)
-def _proper_pairs(a, b, h_strand, h_start, h_end, h_ctg, low, high, out):
-    for i in range(a.shape[0]):
-        out[i] = _fr_insert(a[i], b[i], h_strand, h_start, h_end, h_ctg, low, high) >= 0
-
-
-@njit(cache=True, nogil=True)
-def _fr_insert(i, j, h_strand, h_start, h_end, h_ctg, low, high):
+def fr_insert(i, j, h_strand, h_start, h_end, h_ctg, low, high):
     """Insert size of hits i and j as a proper pair (FR, one contig, insert within [low, high]); -1
     when they are not one."""
     if h_ctg[i] != h_ctg[j] or h_strand[i] == h_strand[j]:

@@ -15,11 +15,12 @@ from pymap.kernels import contracts
 from pymap.kernels.cigar import cigar_spans
 from pymap.kernels.contigs import place_on_contigs
 from pymap.kernels.encoding import count_code
-from pymap.kernels.pairing import pair_hits, proper_pairs, rescue_anchors
-from pymap.kernels.sam import NO_XS, OWN_TAGS, REASONS, bad_tag, first_bad_comment, format_sam, tag_codes
+from pymap.kernels.pairing import pair_hits, rescue_anchors
+from pymap.kernels.records import record_fields
+from pymap.kernels.sam import OWN_TAGS, REASONS, bad_tag, first_bad_comment, format_sam, tag_codes
 from pymap.kernels.select import (MAPQ_MAX, hit_spans, pick_supplementary, query_spans, report_order,
                                   select_hits, supplementary_mapq)
-from pymap.kernels.segments import concat_ranges, group_order, group_ranks, group_starts, repeat_index, scatter_max
+from pymap.kernels.segments import concat_ranges, group_order, group_ranks, group_starts, scatter_max
 from pymap.kernels.sorting import order_by_group
 from pymap.kernels.text import interleave_ranges
 from pymap.slack import SlackTable
@@ -508,62 +509,13 @@ class Pipeline:
         rep_offsets, rep_hit = report_order(h.read, h.score, h.keep, primary, supp, n, opt.max_hits,
                                             opt.report_all)
         mapped = primary >= 0
-        n_rep = np.diff(rep_offsets)
-        per_read = np.maximum(n_rep, 1)
-        rec_read = repeat_index(per_read)
-        rec_first = np.zeros(n + 1, np.int64)
-        np.cumsum(per_read, out=rec_first[1:])
-        rank = np.arange(rec_read.size) - rec_first[rec_read]
-        rec_hit = np.full(rec_read.size, -1, np.int64)
-        m = n_rep[rec_read] > 0
-        rec_hit[m] = rep_hit[rep_offsets[rec_read[m]] + rank[m]]
-        aligned = rec_hit >= 0
+        rec_read, rec_hit, flag, rec_mapq, rec_xs, rec_sa, rec_mate, rec_tlen = record_fields(
+            rep_offsets, rep_hit, primary, mapq, h.has_sub, h.sub, supp, supp_mapq, h.strand, h.start, h.end, h.ctg,
+            256 if opt.split_as_secondary else 2048, *((pairs[0], pairs[1].low, pairs[1].high) if pairs else ()))
         rec_aln = np.full(rec_hit.size, -1, np.int64)
-        rec_aln[aligned] = h.hit_aln[rec_hit[aligned]]
+        shown = rec_hit >= 0
+        rec_aln[shown] = h.hit_aln[rec_hit[shown]]
         rec_cigar, rec_cig_off = gather_cigars(h.aln, rec_aln)
-        is_supp = aligned & (rank == 1) & (supp[rec_read] >= 0)
-        flag = np.where(aligned, 0, 4).astype(np.int64)
-        flag[aligned] |= h.strand[rec_hit[aligned]].astype(np.int64) * 16
-        flag[aligned & (rank > 0) & ~is_supp] |= 256
-        flag[is_supp] |= 256 if opt.split_as_secondary else 2048
-        rec_mapq = np.where(aligned & (rank == 0), mapq[rec_read], 0).astype(np.int64)
-        rec_mapq[is_supp] = supp_mapq[rec_read[is_supp]]
-        with_xs = aligned & (rank == 0) & h.has_sub[rec_read]
-        rec_xs = np.where(with_xs, h.sub[rec_read].astype(np.int64), NO_XS)
-        # SA tags: a primary and its supplementary point at each other
-        rec_sa = np.full(rec_read.size, -1, np.int64)
-        si = np.flatnonzero(is_supp)
-        rec_sa[si] = si - 1
-        rec_sa[si - 1] = si
-        rec_mate = np.full(rec_read.size, -1, np.int64)
-        rec_tlen = np.zeros(rec_read.size, np.int64)
-        if pairs is not None:
-            proper, model = pairs
-            mate = rec_read ^ 1
-            rec_mate = rec_first[mate]
-            mate_hit = rec_hit[rec_mate]
-            flag |= 1 | np.where(rec_read % 2 == 0, 64, 128)
-            in_proper = proper[rec_read // 2] & mapped[rec_read] & mapped[mate]
-            # a secondary or supplementary record is flagged so only where it makes a proper pair with
-            # the mate's primary, which its RNEXT, PNEXT and TLEN give (one contig, FR, the insert
-            # within the model's range)
-            other = np.flatnonzero(in_proper & (rank > 0))
-            in_proper[other] = proper_pairs(rec_hit[other], mate_hit[other], h.strand, h.start, h.end, h.ctg,
-                                            model.low, model.high)
-            flag[in_proper] |= 2
-            flag[mate_hit < 0] |= 8
-            mate_placed = np.flatnonzero(mate_hit >= 0)
-            flag[mate_placed[h.strand[mate_hit[mate_placed]] == 1]] |= 32
-            # TLEN of records whose mate's primary is on their contig: + for the leftmost, - for the
-            # other; a supplementary or secondary record against the mate's primary too (as bwa mem)
-            both = aligned & (mate_hit >= 0)
-            idx = np.flatnonzero(both)
-            a_start, b_start = h.start[rec_hit[idx]], h.start[mate_hit[idx]]
-            a_end, b_end = h.end[rec_hit[idx]], h.end[mate_hit[idx]]
-            same = h.ctg[rec_hit[idx]] == h.ctg[mate_hit[idx]]
-            span = np.maximum(a_end, b_end) - np.minimum(a_start, b_start)
-            left = (a_start < b_start) | ((a_start == b_start) & (rec_read[idx] % 2 == 0))
-            rec_tlen[idx] = np.where(same, np.where(left, span, -span), 0)
         rec_reason = h.reason[rec_read].astype(np.int64)
         t = self._timed("select", t)
         # MD strings read the reference under every alignment (decoded anew if trimmed since its extension)
