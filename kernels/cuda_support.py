@@ -327,7 +327,7 @@ class _Staging:
         if self.host is None or self.host.shape[0] < total:
             size = max(total, self.host.shape[0] + self.host.shape[0] // 4 if self.host is not None else 0)
             self.host, self.dev, self.sent = None, None, None      # freed before the larger ones
-            self.host = cuda.pinned_array(size, np.uint8)
+            self.host = _pinned_or_pageable(size)
             self.dev = cuda.device_array(size, np.uint8)
             self.sent = cuda.event()
         else:
@@ -341,6 +341,16 @@ class _Staging:
             from numba.cuda.cudadrv import driver
             driver.host_to_device(target, self.host, total, stream=stream)
         self.sent.record(stream)
+
+
+def _pinned_or_pageable(size):
+    """size bytes of page-locked host memory, or of pageable memory where the driver refuses to lock
+    more (the copies from it are then the driver's staged ones, as before staging)."""
+    from numba.cuda.cudadrv.driver import CudaAPIError
+    try:
+        return cuda.pinned_array(size, np.uint8)
+    except CudaAPIError:
+        return np.empty(size, np.uint8)
 
 
 def _view_bytes(buf, offset, shape, dtype):

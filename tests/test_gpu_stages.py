@@ -669,7 +669,8 @@ def test_threads_ask_for_the_gpu_one_at_a_time(monkeypatch):
 def spare_buffers():
     """cuda_support.resident: batch-sized copies go through the page-locked staging into buffers that
     are kept as spares once the copy is gone and reused by the next copy of a like size (another
-    batch's reads); a copy the caller still holds keeps its buffer; copies are right at any offset."""
+    batch's reads); a copy the caller still holds keeps its buffer; copies are right at any offset,
+    and where the driver refuses page-locked memory (pageable staging)."""
     import gc
     from pymap.kernels import cuda_support as cs
 
@@ -691,6 +692,17 @@ def spare_buffers():
     right = right and np.array_equal(d3.copy_to_host(), third)
     odd = np.arange(1001, dtype=np.int8)                    # not a multiple of the staging alignment
     right = right and np.array_equal(cs.resident(odd).copy_to_host(), odd)
+    from numba.cuda.cudadrv.driver import CudaAPIError
+
+    def refused(*a, **k):
+        raise CudaAPIError(2, "out of memory")
+    pinned, cs.cuda.pinned_array = cs.cuda.pinned_array, refused
+    try:                                                    # page-locked memory refused: pageable staging
+        host = [np.arange(300000, dtype=np.int64), np.arange(7, dtype=np.int8)]
+        d = cs.call_inputs("refused", host, cs.thread_stream())
+        right = right and all(np.array_equal(x.copy_to_host(), h) for x, h in zip(d, host))
+    finally:
+        cs.cuda.pinned_array = pinned
     return [right, apart, reused]
 
 
