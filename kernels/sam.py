@@ -13,6 +13,7 @@ from numba import njit
 
 from pymap.kernels.contigs import contig_of
 from pymap.kernels.encoding import ascii_of, reverse_into
+from pymap.kernels.text import copy_into
 from pymap.kernels.threads import range_bounds, run_ranges
 
 CIGAR_CHARS = np.frombuffer(b"MIDNSHP=X", dtype=np.uint8).copy()
@@ -72,10 +73,7 @@ def _put_bytes(buf, p, src, a, b):
     """Write src[a:b] at p; returns the end."""
     n = b - a
     if p + n <= buf.shape[0]:
-        out = buf[p:p + n]              # views indexed from 0: no negative-index wraparound
-        s = src[a:b]
-        for k in range(n):
-            out[k] = s[k]
+        copy_into(src[a:b], buf[p:p + n])
     return p + n
 
 
@@ -121,10 +119,7 @@ def _put_seq(buf, p, src, a, n, rev, quals, has_quals):
         if rev:
             reverse_into(quals[a:a + n], buf[p:p + n], False)
         else:
-            out = buf[p:p + n]
-            qv = quals[a:a + n]
-            for k in range(n):
-                out[k] = qv[k]
+            copy_into(quals[a:a + n], buf[p:p + n])
     return p + n
 
 
