@@ -374,10 +374,13 @@ class Pipeline:
         """select() after the alignments of the reads `changed` (bool per read) changed: aln holds
         h.aln's alignments at their indices (found or not) and maybe more after them. Only those reads
         are selected again (on the host: they are few); the others keep their hits and selection,
-        which depend on their own alignments alone. The same Hits as select() over everything."""
-        t = time.perf_counter()
+        which depend on their own alignments alone. The same Hits as select() over everything, which
+        it is where more than RESELECT_SHARE of the reads changed."""
         batch, n = h.batch, len(h.batch)
         reads = np.flatnonzero(changed)
+        if reads.size > RESELECT_SHARE * n:
+            return self.select(batch, h.lengths, h.maxe, h.reason0, h.has_cand, aln_read, aln_strand, aln, h.mapq_cap)
+        t = time.perf_counter()
         part, chosen = self._select_part(batch, h.lengths, h.maxe, np.flatnonzero(aln.found & changed[aln_read]), aln,
                                          aln_read, aln_strand, "cpu", reads)
         kept = np.flatnonzero(~changed[h.read])             # the hits of the other reads
@@ -781,6 +784,10 @@ RESCUE_POSITIONS = 2_000_000
 #: pairs: about 8,000 a batch of 100,000 pairs) filters and extends on the host, whose routines give the
 #: same results: 2 M pairs on an H200 host in 3.72-3.74 s instead of 4.10-4.15 s (BENCHMARKS.md)
 HOST_RESCUE_POSITIONS = 100_000
+
+#: the share of a batch's reads up to which Pipeline.reselect selects only the changed ones, on the
+#: host's one thread; more, and the whole batch is selected again (on the threads or the GPU)
+RESELECT_SHARE = 0.125
 
 #: what placing two mates apart (not as a proper pair) costs, in matches (bwa mem -U 17)
 UNPAIRED_PENALTY = 17

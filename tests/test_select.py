@@ -50,18 +50,20 @@ def test_report_order_equals_numpy(max_hits, report_all):
 
 
 @pytest.mark.parametrize("change", ["drop", "add"])
-def test_reselect_equals_select(sim_data, change):
+@pytest.mark.parametrize("share", [0.125, 1.0])
+def test_reselect_equals_select(sim_data, change, share, monkeypatch):
     """Pipeline.reselect (only the reads whose alignments changed selected again) gives select()'s
     Hits over all alignments: a fifth of the alignments dropped, or a fifth copied with other scores
     and starts a few bases off (more hits of one locus, ties, new primaries)."""
     import copy
     import dataclasses
 
-    from pymap import api
+    from pymap import api, pipeline
     from pymap.batch import Alignments
     from pymap.options import AlignOptions
     from pymap.pipeline import Hits, gather_cigars
     from pymap.reads import read_batches
+    monkeypatch.setattr(pipeline, "RESELECT_SHARE", share)     # 0.125: the whole batch, 1.0: the changed reads
     pipe = api.make_pipeline(str(sim_data[0]), AlignOptions(threads=1))
     batch = next(read_batches(str(sim_data[1]), 600))
     rng = np.random.default_rng(11)
@@ -85,7 +87,7 @@ def test_reselect_equals_select(sim_data, change):
             aln_strand = np.concatenate([h.aln_strand, h.aln_strand[some]])
         want = pipe.select(batch, h.lengths, h.maxe, h.reason0, h.has_cand, aln_read, aln_strand, aln, h.mapq_cap)
         got = pipe.reselect(h, aln_read, aln_strand, aln, changed)
-    assert changed.sum() > 50 and not np.array_equal(want.primary, h.primary)
+    assert 0.125 * len(batch) < changed.sum() < len(batch) and not np.array_equal(want.primary, h.primary)
     for f in dataclasses.fields(Hits):
         if f.name not in ("batch", "aln"):
             a, b = getattr(got, f.name), getattr(want, f.name)
