@@ -1,8 +1,11 @@
 #!/usr/bin/env python
 """Summarise py-spy's raw output (`py-spy record -f raw`): samples per pymap function (inclusive:
-the function or anything it calls) and per innermost frame (self), with their share of all samples.
+the function or anything it calls), per innermost frame (self) and per innermost pymap frame, with
+their share of all samples. With native frames (`--native`), samples are also told apart by what ran
+(Numba's compiled code, NumPy, the CUDA driver, Python, other), and --busy leaves out the samples of
+threads waiting for a lock (Python's, or a pthread condition or mutex).
 
-    python scripts/spy_summary.py spy.txt [--top 40] [--under Pipeline.hits] [--exclude compile ...]
+    python scripts/spy_summary.py spy.txt [--top 40] [--under Pipeline.hits] [--exclude compile ...] [--busy]
 """
 import argparse
 import collections
@@ -15,8 +18,10 @@ def main():
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--under", default=None, help="count only stacks through a frame containing this text")
     ap.add_argument("--exclude", nargs="*", default=[], help="drop stacks with a frame containing any of these")
+    ap.add_argument("--busy", action="store_true", help="leave out samples waiting for a lock (native frames)")
     args = ap.parse_args()
     inclusive, own, total = collections.Counter(), collections.Counter(), 0
+    innermost, kinds = collections.Counter(), collections.Counter()
     with (gzip.open(args.raw, "rt") if args.raw.endswith(".gz") else open(args.raw)) as fh:
         for line in fh:
             stack, _, n = line.rstrip("\n").rpartition(" ")
@@ -25,9 +30,14 @@ def main():
                 continue
             if any(x in f for x in args.exclude for f in frames):
                 continue
+            if args.busy and waiting(frames):
+                continue
             n = int(n)
             total += n
             own[frames[-1]] += n
+            kind = what_ran(frames)
+            kinds[kind] += n
+            innermost[(next((f for f in reversed(frames) if "pymap/" in f), "(none)"), kind)] += n
             for f in set(frames):
                 if "pymap/" in f or "kernels/" in f or "mapper/" in f:
                     inclusive[f] += n
@@ -38,6 +48,34 @@ def main():
     print("## self (innermost frame)")
     for f, n in own.most_common(args.top):
         print(f"{n:7d} {100 * n / max(total, 1):5.1f}%  {f[:150]}")
+    ran = ", ".join(f"{k} {100 * n / max(total, 1):.1f}%" for k, n in kinds.most_common())
+    print(f"## what ran (native frames: {ran})")
+    print("## innermost pymap frame, by what ran")
+    for (f, kind), n in innermost.most_common(args.top):
+        print(f"{n:7d} {100 * n / max(total, 1):5.1f}%  {kind:6s} {f[:150]}")
+
+
+def waiting(frames):
+    """A sample of a thread waiting for a lock: its innermost native frames are a pthread condition or
+    mutex wait, or libc under one (py-spy --native)."""
+    leaf, caller = frames[-1], frames[-2] if len(frames) > 1 else ""
+    return "pthread_cond" in leaf or "pthread_mutex" in leaf or (
+        "libc.so" in leaf and ("pthread" in caller or "libc.so" in caller or not caller))
+
+
+def what_ran(frames):
+    """What the innermost frame of a sample ran: jit (Numba's compiled code, which has no symbols),
+    numpy, cuda (the driver), python, or other."""
+    leaf, caller = frames[-1], frames[-2] if len(frames) > 1 else ""
+    if "(?)" in leaf:
+        return "jit"
+    if "numpy" in leaf or "_multiarray" in leaf or ("libc.so" in leaf and "numpy" in caller):
+        return "numpy"
+    if "libcuda" in leaf or "libcuda" in caller:
+        return "cuda"
+    if "libpython" in leaf or ".py:" in leaf:
+        return "python"
+    return "other"
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 # The GPU measurements of BENCHMARKS.md in one device call (the machines are lent for minutes):
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
 #   bash scripts/gpu/session.sh STEP ...   (default: tests bench ncu map)
-#   steps: tests gpustages bench cand scale ncu ncumap map gpupipe gpumem gpupairpipe gpupairs abpipe spy spystart gpustart firstcalls batchsweep large multigpu
+#   steps: tests gpustages bench cand scale ncu ncumap map gpupipe gpumem gpupairpipe gpupairs abpipe spy spystart spyworkers gpustart firstcalls batchsweep large multigpu
 #          twoproc daskgpu procs gpuprocs nsys
 #          cpus ceiling hostceiling dask daskab daskprof output (each is described where the case below handles it)
 # (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
@@ -177,6 +177,39 @@ for step in $steps; do
       python3 scripts/spy_summary.py "$OUT/spystart_$dev.txt" --top 40 --under LocalRun.__init__ > "$OUT/spystart_${dev}_init.md"
       gzip -f "$OUT/spystart_$dev.txt"
     done ;;
+  spyworkers)
+    # where the worker processes of the default layout (--processes auto) spend their CPU: py-spy cannot
+    # follow the fork server's children from the command, so `py-spy --native` is attached to each worker
+    # SPY_AFTER s into the run (4.5) for SPY_FOR s (5). The input: the reads, or with SPY_PAIRS=1 as many
+    # pairs, SPY_COPIES times over (10; MAP_READS=2000000 gives the 20 M of BENCHMARKS.md) on /dev/shm.
+    # Unwinding native stacks stops the processes: shares, not times (thirty-fifth session)
+    ecoli_reads
+    unpack_pyspy
+    W=/dev/shm/pymap; mkdir -p $W
+    if [ -n "${SPY_PAIRS:-}" ]; then
+      [ -f /tmp/map/p1.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 \
+        --seed 5 -o /tmp/map/p1.fq --pairs /tmp/map/p2.fq > /dev/null
+      for m in 1 2; do for k in $(seq ${SPY_COPIES:-10}); do cat /tmp/map/p$m.fq; done > $W/spy$m.fq; done
+      IN="$W/spy1.fq $W/spy2.fq"
+    else
+      for k in $(seq ${SPY_COPIES:-10}); do cat /tmp/map/r150.fq; done > $W/spy1.fq
+      IN=$W/spy1.fq
+    fi
+    A="python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa --no-progress -t $(nproc) --device gpu"
+    $A /tmp/map/r150.fq -o $W/spy.sam > /dev/null 2>&1       # fills the kernel caches
+    rm -f $W/spy.sam
+    $A $IN -o $W/spy.sam 2> $W/spy.log &
+    sleep ${SPY_AFTER:-4.5}
+    server=$(pgrep -o -f "forkserver import main")          # its children share its command line
+    for w in $(pgrep -P "$server"); do
+      /tmp/py-spy record --pid $w --native -r 100 -d ${SPY_FOR:-5} -f raw -o "$OUT/spyworkers_$w.txt" > /dev/null 2>&1 &
+    done
+    wait
+    tail -1 $W/spy.log
+    cat "$OUT"/spyworkers_*.txt > "$OUT/spyworkers.txt" && rm -f "$OUT"/spyworkers_*.txt
+    python3 scripts/spy_summary.py "$OUT/spyworkers.txt" --busy --top 60 > "$OUT/spyworkers.md"
+    gzip -f "$OUT/spyworkers.txt"
+    rm -f $W/spy*.fq $W/spy.sam ;;
   batchsweep)
     # the warm GPU pipeline on MAP_READS reads per batch size (BATCH_SIZES) and batches side by side
     # (BATCHES: "" is pymap's default), one process per size, the faster of two runs
