@@ -129,9 +129,7 @@ def _device_copy(host, stream):
         buf = spares.pop() if spares else None
     if buf is None:
         buf = cuda.device_array(size, np.uint8)
-    with _CALL_LOCK:
-        staging = _STAGING.setdefault(_thread_key("resident"), _Staging())
-    staging.fill([host], [0], host.nbytes, stream, buf)
+    _thread_staging("resident").fill([host], [0], host.nbytes, stream, buf)
     dev = _view_bytes(buf, 0, host.shape, host.dtype)
     weakref.finalize(dev, _keep_spare, buf, gpu).atexit = False
     return dev
@@ -343,6 +341,13 @@ class _Staging:
         self.sent.record(stream)
 
 
+def _thread_staging(tag):
+    """This thread's staging buffers for `tag` on the current GPU."""
+    key = _thread_key(tag)
+    with _CALL_LOCK:
+        return _STAGING.setdefault(key, _Staging())
+
+
 def _pinned_or_pageable(size):
     """size bytes of page-locked host memory, or of pageable memory where the driver refuses to lock
     more (the copies from it are then the driver's staged ones, as before staging)."""
@@ -375,9 +380,7 @@ def call_inputs(tag, arrays, stream):
     for a in arrays:
         offsets.append(total)
         total += -(-a.nbytes // STAGING_ALIGN) * STAGING_ALIGN
-    key = _thread_key(tag)
-    with _CALL_LOCK:
-        staging = _STAGING.setdefault(key, _Staging())
+    staging = _thread_staging(tag)
     staging.fill(arrays, offsets, max(total, 1), stream)
     return [_view_bytes(staging.dev, o, a.shape, a.dtype) for a, o in zip(arrays, offsets)]
 

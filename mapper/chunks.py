@@ -17,6 +17,7 @@ import os
 import threading
 import time
 
+import numpy as np
 
 from pymap.errors import IndexNotOnDisk
 
@@ -137,7 +138,7 @@ def _on_thread_gpu(pipe):
 def map_chunk(pipe, chunk, model, header_text, part):
     """Map one chunk: (the records: SAM text, or with header_text a coordinate-sorted BAM chunk, as a
     list of pieces (format_sam); written to the file `part` and its name returned, or with part None
-    the pieces (NumPy arrays travel without the copies Dask makes of a bytes object);
+    the pieces, NumPy arrays (they travel without the copies Dask makes of a bytes object);
     the chunk's RunStats; the filter allowances used; notes; the (user, system) CPU seconds of this
     thread)."""
     cpu = thread_cpu()
@@ -146,7 +147,7 @@ def map_chunk(pipe, chunk, model, header_text, part):
         text = pipe.map_pairs(*reads, model) if model is not None else pipe.map_batch(reads)
     if header_text is not None:
         from pymap.sam import sort_chunk
-        text = [sort_chunk(b"".join([header_text.encode(), *text]))]
+        text = [np.frombuffer(sort_chunk(b"".join([header_text.encode(), *text])), np.uint8)]
     pipe.slack.save()
     if part is not None:
         tmp = f"{part}.{os.getpid()}.{threading.get_ident()}"

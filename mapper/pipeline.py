@@ -307,13 +307,13 @@ class Pipeline:
         return self.reselect(h, cands.read[ext_idx], cands.strand[ext_idx], aln, changed)
 
     def _split_by_indels(self, h, cands, ext_idx, aln, pairs):
-        """(ext_idx, aln, the reads whose alignments changed: bool per read) again, or None: a read whose
-        primary is clipped by SPLIT_CLIP bases or more where its contig goes on, and that has a candidate of the
-        same strand and contig on another diagonal up to WIDE_BAND away (its clipped part seeded there), may
-        hold an indel longer than the band (a 20-base deletion: 120M30S and 120S30M, where bwa mem's band of 100
-        gives 120M20D30M). Its primary's candidate is extended again with a band as wide as the two diagonals
-        are apart; the new alignment replaces the old one where it is better by what the extender maximises
-        (_objective)."""
+        """(ext_idx, aln, the reads whose alignments changed: bool per read) again, or None: a read
+        whose primary is clipped by SPLIT_CLIP bases or more where its contig goes on, and that has a
+        candidate of the same strand and contig on another diagonal up to WIDE_BAND away (its clipped
+        part seeded there), may hold an indel longer than the band (a 20-base deletion: 120M30S and
+        120S30M, where bwa mem's band of 100 gives 120M20D30M). Its primary's candidate is extended
+        again with a band as wide as the two diagonals are apart; the new alignment replaces the old one
+        where it is better by what the extender maximises (_objective)."""
         if self.extender.scoring == "edits" or self.opt.report_all or getattr(self.extender, "band", None) is not None:
             return None                             # an extender's band given as an option is kept
         prim = h.primary[h.primary >= 0]
@@ -615,18 +615,17 @@ class Pipeline:
                 aln = Alignments.concat(aln, more)
             changed = np.zeros(n, np.bool_)
             changed[np.concatenate([c.read[a.found] for c, a in found])] = True
-            before = group_starts(h.read, n)
-            h = self.reselect(h, np.concatenate([h.aln_read] + [c.read for c, _ in found]),
-                              np.concatenate([h.aln_strand] + [c.strand for c, _ in found]), aln, changed)
-            picks = self.pair_again(h, model, picks, before, changed)
+            old, h = h, self.reselect(h, np.concatenate([h.aln_read] + [c.read for c, _ in found]),
+                                      np.concatenate([h.aln_strand] + [c.strand for c, _ in found]), aln, changed)
+            picks = self.pair_again(old, h, model, picks, changed)
         return h, picks
 
-    def pair_again(self, h, model, picks, before, changed):
-        """pair() after a reselect of the reads `changed` (bool per read): only their pairs are paired
-        again; the others' picks move with their hits, which hits inserted or removed before them
-        shifted (before: group_starts of the hits the picks index)."""
+    def pair_again(self, old, h, model, picks, changed):
+        """pair() of h, a reselect of old after the reads `changed` (bool per read): only their pairs
+        are paired again; the others' picks (of old's hits) move with their hits, which hits inserted
+        or removed before them shifted."""
         n = len(h.batch)
-        shift = group_starts(h.read, n) - before
+        shift = group_starts(h.read, n) - group_starts(old.read, n)
         moved = tuple(np.where(pick >= 0, pick + shift[2 * np.arange(n // 2) + m], -1)
                       for m, pick in enumerate(picks[:2]))
         return self.pair(h, model, np.flatnonzero(changed[0::2] | changed[1::2]), (*moved, picks[2]))
@@ -714,9 +713,8 @@ class Pipeline:
                 aln.found[drop] = False
                 changed = np.zeros(len(h.batch), np.bool_)
                 changed[h.aln_read[drop]] = True
-                before = group_starts(h.read, len(h.batch))
-                h = self.reselect(h, h.aln_read, h.aln_strand, aln, changed)
-                pick1, pick2, pair_mapq = self.pair_again(h, model, (pick1, pick2, pair_mapq), before, changed)
+                old, h = h, self.reselect(h, h.aln_read, h.aln_strand, aln, changed)
+                pick1, pick2, pair_mapq = self.pair_again(old, h, model, (pick1, pick2, pair_mapq), changed)
         proper = pick1 >= 0
         primary = h.primary.copy()
         mapq = h.mapq.astype(np.int64)
