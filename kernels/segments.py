@@ -70,6 +70,45 @@ def group_starts(group, n_groups):
 
 
 @njit(cache=True, nogil=True)
+def swap_plan(old_starts, new_starts, take_new):
+    """Groups of two lists, each sorted by group (old_starts, new_starts: their group_starts), merged:
+    group g from the new list where take_new[g], else from the old. Returns (starts: the merged
+    list's group_starts, moved: where each old item went, -1 where its group was taken from the new
+    list, placed: where each new item went, -1 likewise); moved and placed end with an extra -1 (an
+    index of -1 maps to -1)."""
+    n = take_new.shape[0]
+    starts = np.zeros(n + 1, np.int64)
+    moved = np.full(old_starts[n] + 1, -1, np.int64)
+    placed = np.full(new_starts[n] + 1, -1, np.int64)
+    for g in range(n):
+        k = starts[g]
+        if take_new[g]:
+            for i in range(new_starts[g], new_starts[g + 1]):
+                placed[i] = k
+                k += 1
+        else:
+            for i in range(old_starts[g], old_starts[g + 1]):
+                moved[i] = k
+                k += 1
+        starts[g + 1] = k
+    return starts, moved, placed
+
+
+@njit(cache=True, nogil=True)
+def swap_groups(old, new, moved, placed, size):
+    """The merged list of swap_plan (size: its length, starts[-1]) as values: old[i] at moved[i], new[j]
+    at placed[j], of new's dtype."""
+    out = np.empty(size, new.dtype)
+    for i in range(old.shape[0]):
+        if moved[i] >= 0:
+            out[moved[i]] = old[i]
+    for j in range(new.shape[0]):
+        if placed[j] >= 0:
+            out[placed[j]] = new[j]
+    return out
+
+
+@njit(cache=True, nogil=True)
 def group_order(group, n_groups):
     """(bounds, order, ok): the indices 0..n-1 placed stably by group (a counting sort), group g's at
     order[bounds[g]:bounds[g + 1]]; ok False (order empty) for a group outside [0, n_groups)."""

@@ -20,7 +20,8 @@ from pymap.kernels.records import record_fields
 from pymap.kernels.sam import OWN_TAGS, REASONS, bad_tag, first_bad_comment, format_sam, tag_codes
 from pymap.kernels.select import (MAPQ_MAX, hit_spans, pick_supplementary, query_spans, report_order,
                                   select_hits, supplementary_mapq)
-from pymap.kernels.segments import concat_ranges, group_order, group_ranks, group_starts, scatter_max
+from pymap.kernels.segments import (concat_ranges, group_ranks, group_starts, scatter_max, swap_groups,
+                                    swap_plan)
 from pymap.kernels.sorting import order_by_group
 from pymap.kernels.text import interleave_ranges
 from pymap.slack import SlackTable
@@ -383,17 +384,12 @@ class Pipeline:
         t = time.perf_counter()
         part, chosen = self._select_part(batch, h.lengths, h.maxe, np.flatnonzero(aln.found & changed[aln_read]), aln,
                                          aln_read, aln_strand, "cpu", reads)
-        kept = np.flatnonzero(~changed[h.read])             # the hits of the other reads
+        # the changed reads' hits replaced by their new ones: where each old and new hit goes (-1: dropped)
+        starts, moved, placed = swap_plan(group_starts(h.read, n), group_starts(part[1], n), changed)
         old = (h.hit_aln, h.read, h.strand, h.start, h.score, h.end, h.ctg, h.qbeg, h.qend, h.keep, h.shadow)
-        _, order, _ = group_order(np.concatenate([h.read[kept], part[1]]), n)   # stable: a read's hits keep their order
-        fields = [np.concatenate([o[kept], p])[order] for o, p in zip(old, part + chosen[6:])]
-        at = np.empty(order.size, np.int64)                 # where each of (kept, part) hits went
-        at[order] = np.arange(order.size)
+        fields = [swap_groups(o, p, moved, placed, starts[n]) for o, p in zip(old, part + chosen[6:])]
         g = Hits(batch, h.lengths, h.maxe, None, aln, *fields[:5])
         g.end, g.ctg, g.qbeg, g.qend, g.keep, g.shadow = fields[5:]
-        moved = np.full(h.read.size + 1, -1, np.int64)      # an old hit's new index (index -1: none)
-        moved[kept] = at[:kept.size]
-        placed = np.append(at[kept.size:], -1)              # a new hit's, likewise
         g.best, g.n_best, g.sub, g.has_sub, g.mapq = (a.copy() for a in (h.best, h.n_best, h.sub, h.has_sub, h.mapq))
         g.primary = moved[h.primary]
         for out, fresh in zip((g.best, g.n_best, g.sub, g.has_sub, g.mapq), chosen[:5]):

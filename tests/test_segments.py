@@ -45,6 +45,32 @@ def test_group_starts_equal_searchsorted():
                                   np.searchsorted(group, np.arange(n_groups + 1)))
 
 
+def test_swap_groups_equal_a_stable_sort():
+    """Groups taken from the new list where asked, else from the old (empty groups on either side),
+    equal the NumPy way: the kept old items and the new ones sorted stably by group."""
+    rng = np.random.default_rng(4)
+    for n_groups, n_old, n_new in ((1, 0, 0), (30, 80, 0), (30, 0, 50), (200, 500, 300)):
+        old_g = np.sort(rng.integers(0, n_groups, n_old))
+        new_g = np.sort(rng.integers(0, n_groups, n_new))
+        take = rng.random(n_groups) < 0.4
+        old_v = rng.integers(-1000, 1000, n_old).astype(np.int32)
+        new_v = rng.integers(-1000, 1000, n_new).astype(np.int32)
+        starts, moved, placed = segments.swap_plan(segments.group_starts(old_g, n_groups),
+                                                   segments.group_starts(new_g, n_groups), take)
+        kept, used = np.flatnonzero(~take[old_g]), np.flatnonzero(take[new_g])
+        group = np.concatenate([old_g[kept], new_g[used]])
+        order = np.argsort(group, kind="stable")
+        at = np.empty(order.size, np.int64)
+        at[order] = np.arange(order.size)
+        assert np.array_equal(starts, np.searchsorted(group[order], np.arange(n_groups + 1)))
+        expect_moved, expect_placed = np.full(n_old + 1, -1), np.full(n_new + 1, -1)
+        expect_moved[kept], expect_placed[used] = at[:kept.size], at[kept.size:]
+        assert np.array_equal(moved, expect_moved) and np.array_equal(placed, expect_placed)
+        merged = segments.swap_groups(old_v, new_v, moved, placed, starts[n_groups])
+        assert merged.dtype == np.int32
+        assert np.array_equal(merged, np.concatenate([old_v[kept], new_v[used]])[order])
+
+
 @pytest.mark.parametrize("limit", [segments.PAIR_TABLE_LIMIT, 1])
 def test_distinct_pairs_equal_np_unique(monkeypatch, limit):
     """The dense table and the np.unique fallback (a limit of one cell) give np.unique's pairs."""

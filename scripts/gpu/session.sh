@@ -191,12 +191,15 @@ for step in $steps; do
         --seed 5 -o /tmp/map/p1.fq --pairs /tmp/map/p2.fq > /dev/null
       for m in 1 2; do for k in $(seq ${SPY_COPIES:-10}); do cat /tmp/map/p$m.fq; done > $W/spy$m.fq; done
       IN="$W/spy1.fq $W/spy2.fq"
+      for m in 1 2; do head -200000 /tmp/map/p$m.fq > $W/warm$m.fq; done
+      WARM="$W/warm1.fq $W/warm2.fq"        # pairs compile their own kernels (pairing, rescue)
     else
       for k in $(seq ${SPY_COPIES:-10}); do cat /tmp/map/r150.fq; done > $W/spy1.fq
       IN=$W/spy1.fq
+      WARM=/tmp/map/r150.fq
     fi
     A="python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa --no-progress -t $(nproc) --device gpu"
-    $A /tmp/map/r150.fq -o $W/spy.sam > /dev/null 2>&1       # fills the kernel caches
+    $A $WARM -o $W/spy.sam > /dev/null 2>&1                  # fills the kernel caches
     rm -f $W/spy.sam
     $A $IN -o $W/spy.sam 2> $W/spy.log &
     sleep ${SPY_AFTER:-4.5}
@@ -209,7 +212,7 @@ for step in $steps; do
     cat "$OUT"/spyworkers_*.txt > "$OUT/spyworkers.txt" && rm -f "$OUT"/spyworkers_*.txt
     python3 scripts/spy_summary.py "$OUT/spyworkers.txt" --busy --top 60 > "$OUT/spyworkers.md"
     gzip -f "$OUT/spyworkers.txt"
-    rm -f $W/spy*.fq $W/spy.sam ;;
+    rm -f $W/spy*.fq $W/warm*.fq $W/spy.sam ;;
   batchsweep)
     # the warm GPU pipeline on MAP_READS reads per batch size (BATCH_SIZES) and batches side by side
     # (BATCHES: "" is pymap's default), one process per size, the faster of two runs
