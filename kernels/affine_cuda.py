@@ -19,8 +19,8 @@ from numba import config as numba_config
 from numba import njit
 
 from pymap.kernels import affine as cpu
-from pymap.kernels.cuda_support import (call_buffers, call_inputs, cuda, kernel_callable, on_gpus, resident,
-                                        run_on_scratch, thread_stream)
+from pymap.kernels.cuda_support import (call_buffers, call_inputs, call_outputs, cuda, kernel_callable, on_gpus,
+                                        resident, run_on_scratch, thread_stream)
 from pymap.kernels.threads import tally
 
 #: CIGAR ops kept per candidate on the device
@@ -148,10 +148,9 @@ def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_s
             _k_align[nt // tpb, tpb, stream](*d_reads, *d, d_p, *scratch, d_res, d_cig, traceback, d_todo, d_count)
 
         ms = run_on_scratch("affine", specs, nt, stream, launch)
-        res = d_res.copy_to_host(stream=stream)
-        slots = d_cig.copy_to_host(stream=stream) if traceback else None
+        res, *slots = call_outputs("affine.out", [d_res, d_cig] if traceback else [d_res], stream)
         stream.synchronize()
-        return res, slots, ms
+        return res, (slots[0] if traceback else None), ms
 
     parts = [r for _, _, r in on_gpus(n, part)]
 

@@ -11,8 +11,8 @@ import numpy as np
 from numba import config as numba_config
 
 from pymap.kernels import banded as cpu
-from pymap.kernels.cuda_support import (call_buffers, call_inputs, cuda, kernel_callable, on_gpus, resident,
-                                        run_on_scratch, thread_stream)
+from pymap.kernels.cuda_support import (call_buffers, call_inputs, call_outputs, cuda, kernel_callable, on_gpus,
+                                        resident, run_on_scratch, thread_stream)
 from pymap.kernels.threads import tally
 
 THREADS_PER_BLOCK = 128
@@ -80,10 +80,9 @@ def banded_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand,
         specs = [((4 * (maxl + 1) * nwm,), np.uint64), ((5 * nbm,), np.uint64)]
         ms = run_on_scratch("banded", specs, nt, stream, lambda scratch: _k_extend[nt // tpb, tpb, stream](
             *d_reads, *d, *scratch, d_bound, d_res, d_cig, traceback))
-        res = d_res.copy_to_host(stream=stream)
-        cig = d_cig.copy_to_host(stream=stream) if traceback else None
+        res, *cig = call_outputs("banded.out", [d_res, d_cig] if traceback else [d_res], stream)
         stream.synchronize()
-        return res, cig, bound, ms
+        return res, (cig[0] if traceback else None), bound, ms
 
     parts = [r for _, _, r in on_gpus(n, part)]
     res = np.concatenate([p[0] for p in parts])

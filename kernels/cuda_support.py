@@ -296,7 +296,7 @@ def _thread_key(tag):
 
 def _drop_thread_buffers(ident):
     with _CALL_LOCK:
-        for kept in (_CALL, _STAGING):
+        for kept in (_CALL, _STAGING, _LANDING):
             for key in [k for k in kept if k[2] == ident]:
                 del kept[key]
 
@@ -385,6 +385,37 @@ def call_inputs(tag, arrays, stream):
     return [_view_bytes(staging.dev, o, a.shape, a.dtype) for a, o in zip(arrays, offsets)]
 
 
+#: call_outputs' page-locked landing buffers by (tag, GPU, thread)
+_LANDING = {}
+
+
+def call_outputs(tag, d_arrays, stream):
+    """Host copies of device arrays for one call of a stage: views of this thread's page-locked
+    landing buffer for that tag (valid until the thread's next call with that tag), copied on
+    `stream` asynchronously: synchronize it before reading them. A copy into pageable memory goes
+    through the driver's own buffers while the thread waits."""
+    offsets, total = [], 0
+    for d in d_arrays:
+        offsets.append(total)
+        total += -(-d.nbytes // STAGING_ALIGN) * STAGING_ALIGN
+    key = _thread_key(tag)
+    with _CALL_LOCK:
+        buf = _LANDING.get(key)
+    if buf is None or buf.shape[0] < total:
+        size = max(total, buf.shape[0] + buf.shape[0] // 4 if buf is not None else 0)
+        buf = None                                  # freed before the larger one
+        buf = _pinned_or_pageable(size)
+        with _CALL_LOCK:
+            _LANDING[key] = buf
+    out = []
+    for d, o in zip(d_arrays, offsets):
+        host = buf[o:o + d.nbytes].view(d.dtype).reshape(d.shape)
+        if d.size:
+            d.copy_to_host(host, stream=stream)
+        out.append(host)
+    return out
+
+
 def run_on_scratch(tag, specs, nt, stream, launch, thread_major=False):
     """launch(scratch) enqueues a kernel on `stream` that uses the (tag, GPU) scratch
     (thread_scratch(tag, specs, nt)); waits for that kernel and returns its time in ms (CUDA events).
@@ -402,8 +433,8 @@ def run_on_scratch(tag, specs, nt, stream, launch, thread_major=False):
     return ev0.elapsed_time(ev1)
 
 
-#: the device arrays the process keeps: resident copies, spares, scratch, call buffers and staging
-_KEPT = (_RESIDENT, _SPARE, _SCRATCH, _CALL, _STAGING)
+#: the buffers the process keeps: resident copies, spares, scratch, call buffers, staging and landing
+_KEPT = (_RESIDENT, _SPARE, _SCRATCH, _CALL, _STAGING, _LANDING)
 _AT_EXIT = []
 _RELEASED = threading.Event()
 #: the pending-deallocation lists disabled at exit (release)
@@ -592,4 +623,4 @@ def replace_rows(counts, values, rows, sub_counts, sub_values):
 
 __all__ = ["batch_on_gpu", "cuda", "cuda_available", "fetch_rows", "gpu_count", "gpu_lock", "kernel_callable",
            "note_gpu", "on_gpus", "pinned_gpu", "replace_rows", "resident", "run_on_scratch", "thread_scratch",
-           "thread_stream", "call_buffers", "call_inputs", "current_gpu"]
+           "thread_stream", "call_buffers", "call_inputs", "call_outputs", "current_gpu"]

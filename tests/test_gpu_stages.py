@@ -626,14 +626,22 @@ def call_buffers_per_thread():
     t.join()
     own = ptr(other[0]) != ptr(c[0])
     host = [np.arange(7, dtype=np.int64), np.array([3, 1], np.int8), np.arange(12, dtype=np.int32).reshape(4, 3)]
-    d = cs.call_inputs("u", host, cs.cuda.stream())
+    stream = cs.cuda.stream()
+    d = cs.call_inputs("u", host, stream)
     copied = all(np.array_equal(x.copy_to_host(), h) for x, h in zip(d, host))
-    return [reused, grown, own, copied]
+    back = cs.call_outputs("v", d, stream)                 # and back through the landing buffer
+    stream.synchronize()
+    landed = all(np.array_equal(x, h) and x.dtype == h.dtype for x, h in zip(back, host))
+    again = cs.call_outputs("v", d[:1], stream)
+    stream.synchronize()
+    landed = landed and ptr(again[0]) == ptr(back[0]) and np.array_equal(again[0], host[0])
+    return [reused, grown, own, copied, landed]
 
 
 @pytest.mark.parametrize("where", ["simulator", "gpu"])
 def test_call_buffers_are_kept_per_thread(where):
-    assert run_check("call_buffers_per_thread", where) == [True, True, True, True]
+    """(and call_outputs: device results land in a thread's page-locked buffer, reused by its next call)"""
+    assert run_check("call_buffers_per_thread", where) == [True, True, True, True, True]
 
 
 def test_threads_ask_for_the_gpu_one_at_a_time(monkeypatch):
