@@ -49,14 +49,6 @@ def group_ranks(group, order):
 
 
 @njit(cache=True, nogil=True)
-def scatter_max(out, idx, values):
-    """np.maximum.at(out, idx, values)."""
-    for k in range(idx.shape[0]):
-        if values[k] > out[idx[k]]:
-            out[idx[k]] = values[k]
-
-
-@njit(cache=True, nogil=True)
 def group_starts(group, n_groups):
     """starts[g] for g in 0..n_groups: how many items lie in groups below g (group's values in
     [0, n_groups), which the caller guarantees). For group sorted ascending, group g is

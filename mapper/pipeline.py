@@ -16,12 +16,12 @@ from pymap.kernels.cigar import cigar_spans
 from pymap.kernels.contigs import place_on_contigs
 from pymap.kernels.encoding import count_code
 from pymap.kernels.pairing import pair_hits, rescue_anchors
+from pymap.kernels.pruning import raise_bars, round_picks, weak_reads
 from pymap.kernels.records import record_fields
 from pymap.kernels.sam import OWN_TAGS, REASONS, bad_tag, first_bad_comment, format_sam, tag_codes
 from pymap.kernels.select import (MAPQ_MAX, hit_spans, pick_supplementary, query_spans, report_order,
                                   select_hits, supplementary_mapq)
-from pymap.kernels.segments import (concat_ranges, group_ranks, group_starts, scatter_max, swap_groups,
-                                    swap_plan)
+from pymap.kernels.segments import concat_ranges, group_ranks, group_starts, swap_groups, swap_plan
 from pymap.kernels.sorting import order_by_group
 from pymap.kernels.text import interleave_ranges
 from pymap.slack import SlackTable
@@ -253,18 +253,8 @@ class Pipeline:
             idx, aln = self._extend_pruned(cands, idx, estimate, floor, margin, pairs)
         if self.extender.scoring == "edits" or accept.all():
             return idx, aln
-        n_reads = len(cands.reads)
-        f = np.flatnonzero(aln.found)
-        f = f[order_by_group(cands.read[idx[f]], n_reads, -aln.score[f].astype(np.int64))]
-        f_read = cands.read[idx[f]]
-        first = np.ones(f.size, np.bool_)
-        first[1:] = f_read[1:] != f_read[:-1]
-        top, top_read = f[first], f_read[first]        # each read's best alignment
-        length = cands.reads.lengths.astype(np.int64)
-        qbeg, qend = query_spans(aln.cigar, aln.cigar_offsets, top, cands.strand[idx[top]], length[top_read])
-        weak = np.ones(n_reads, np.bool_)
-        weak[top_read] = ((aln.score[top] < good_score[top_read])
-                          | (length[top_read] - (qend - qbeg) >= MIN_ALIGNED))
+        weak = weak_reads(cands.read, idx, aln.found, aln.score, aln.cigar, aln.cigar_offsets, good_score,
+                          len(cands.reads), MIN_ALIGNED)
         rescue = np.flatnonzero(~accept & weak[cands.read])
         self.stats.rescued += rescue.size
         if rescue.size == 0:
@@ -457,7 +447,6 @@ class Pipeline:
         read = cands.read[idx]
         order = order_by_group(read, len(cands.reads), est, idx)
         rank = group_ranks(read, order)
-        length = cands.reads.lengths.astype(np.int64)
         no_bar = np.iinfo(np.int64).min // 2
         bar = np.full(len(cands.reads), no_bar, np.int64)
         done = np.zeros(idx.size, np.bool_)
@@ -471,16 +460,13 @@ class Pipeline:
             alns.append(self.extend(sub, pairs))
             return sub, alns[-1]
 
+        strong = floor + 4 * unit                  # an unclipped alignment scoring this sets its read's bar
         for lo, hi in zip((0,) + PRUNE_ROUNDS[:-1], PRUNE_ROUNDS):   # reads without a bar yet
-            take = np.flatnonzero((rank >= lo) & (rank < hi) & (bar[read] == no_bar))
+            take = round_picks(rank, read, bar, lo, hi, no_bar)
             if take.size == 0:
                 continue
             sub, aln = extend(take)
-            ok = np.flatnonzero(aln.found)
-            r = sub.read[ok]
-            qbeg, qend = query_spans(aln.cigar, aln.cigar_offsets, ok, sub.strand[ok], length[r])
-            strong = (qend - qbeg == length[r]) & (aln.score[ok] >= floor[r] + 4 * unit)
-            scatter_max(bar, r[strong], aln.score[ok[strong]].astype(np.int64) - margin)
+            raise_bars(bar, sub.read, aln.found, aln.score, aln.cigar, aln.cigar_offsets, strong, margin)
         rest = np.flatnonzero(~done)
         if rest.size:
             extend(rest, bar)

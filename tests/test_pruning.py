@@ -1,11 +1,15 @@
 """Pruning of a read's further candidates (Pipeline._extend_pruned) is exact: with it and without it
 (a margin so wide that no candidate is skipped) the records are the same apart from XS, for single
-reads and pairs in a repeat family; and it does skip work there."""
+reads and pairs in a repeat family; and it does skip work there. The rounds' kernels (kernels.pruning)
+give what their NumPy expressions gave."""
 import numpy as np
 import pytest
 
 from pymap import api
 from pymap import insert, pipeline
+from pymap.kernels import pruning
+from pymap.kernels.select import query_spans
+from pymap.kernels.sorting import order_by_group
 from pymap.options import AlignOptions
 
 from test_pairs import mutate, rand_seq
@@ -56,3 +60,59 @@ def test_pruning_changes_nothing_but_xs(family, tmp_path, monkeypatch, paired):
     aligned_all, recs_all = mapped(family, tmp_path, paired)
     assert aligned < aligned_all                                # pruning skipped some candidates
     assert recs == recs_all
+
+
+def random_alignments(rng, n_reads, n):
+    """n alignments of reads of 100 bases, each CIGAR an M with a soft clip at either end or neither."""
+    read = rng.integers(0, n_reads, n).astype(np.int32)
+    found = rng.random(n) < 0.8
+    score = rng.integers(40, 100, n).astype(np.int32)       # ties
+    ops = []
+    for _ in range(n):
+        lead, trail = rng.choice([0, 0, 5, 40]), rng.choice([0, 0, 3, 35])
+        cig = ([lead << 4 | 4] if lead else []) + [(100 - lead - trail) << 4] + ([trail << 4 | 4] if trail else [])
+        ops.append(cig)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum([len(c) for c in ops], out=offsets[1:])
+    return read, found, score, np.array([x for c in ops for x in c], np.uint32), offsets
+
+
+def test_weak_reads_equal_numpy():
+    rng = np.random.default_rng(5)
+    n_reads = 60
+    c_read, found, score, cigar, offsets = random_alignments(rng, n_reads, 300)
+    idx = rng.permutation(300)[:250]                          # alignment k is candidate idx[k]
+    found, score, offsets = found[:250], score[:250], offsets[:251]
+    good = rng.integers(50, 90, n_reads).astype(np.int64)
+    f = np.flatnonzero(found)
+    f = f[order_by_group(c_read[idx[f]], n_reads, -score[f].astype(np.int64))]
+    f_read = c_read[idx[f]]
+    first = np.ones(f.size, np.bool_)
+    first[1:] = f_read[1:] != f_read[:-1]
+    top, top_read = f[first], f_read[first]
+    length = np.full(n_reads, 100, np.int64)
+    qbeg, qend = query_spans(cigar, offsets, top, np.zeros(top.size, np.int8), length[top_read])
+    expect = np.ones(n_reads, np.bool_)
+    expect[top_read] = (score[top] < good[top_read]) | (length[top_read] - (qend - qbeg) >= 30)
+    got = pruning.weak_reads(c_read, idx, found, score, cigar, offsets, good, n_reads, 30)
+    assert np.array_equal(got, expect) and got.any() and not got.all()
+
+
+def test_round_picks_and_raise_bars_equal_numpy():
+    rng = np.random.default_rng(6)
+    n_reads, no_bar = 40, np.iinfo(np.int64).min // 2
+    read, found, score, cigar, offsets = random_alignments(rng, n_reads, 200)
+    rank = rng.integers(0, 6, read.size)
+    bar = np.where(rng.random(n_reads) < 0.3, 77, no_bar).astype(np.int64)
+    for lo, hi in ((0, 1), (1, 4)):
+        assert np.array_equal(pruning.round_picks(rank, read, bar, lo, hi, no_bar),
+                              np.flatnonzero((rank >= lo) & (rank < hi) & (bar[read] == no_bar)))
+    strong = rng.integers(50, 90, n_reads).astype(np.int64)
+    ok = np.flatnonzero(found)
+    r = read[ok]
+    qbeg, qend = query_spans(cigar, offsets, ok, np.zeros(ok.size, np.int8), np.full(ok.size, 100))
+    hit = (qend - qbeg == 100) & (score[ok] >= strong[r])
+    expect = bar.copy()
+    np.maximum.at(expect, r[hit], score[ok[hit]].astype(np.int64) - 12)
+    pruning.raise_bars(bar, read, found, score, cigar, offsets, strong, 12)
+    assert np.array_equal(bar, expect) and (bar != np.where(bar == no_bar, no_bar, 77)).any()

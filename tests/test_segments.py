@@ -16,7 +16,7 @@ def test_repeat_index_and_concat_ranges_equal_numpy():
         assert np.array_equal(segments.concat_ranges(first, counts), np.repeat(first, counts) + within)
 
 
-def test_group_order_ranks_and_scatter_max():
+def test_group_order_and_ranks():
     rng = np.random.default_rng(2)
     group = rng.integers(0, 50, 2000).astype(np.int64)
     bounds, order, ok = segments.group_order(group, 50)
@@ -27,11 +27,6 @@ def test_group_order_ranks_and_scatter_max():
         assert np.array_equal(rank[order[bounds[g]:bounds[g + 1]]], np.arange(bounds[g + 1] - bounds[g]))
     assert not segments.group_order(np.array([3, 50], np.int64), 50)[2]
     assert not segments.group_order(np.array([-1], np.int64), 50)[2]
-    values = rng.integers(-100, 100, group.size).astype(np.int64)
-    out, expect = np.full(50, -1000, np.int64), np.full(50, -1000, np.int64)
-    segments.scatter_max(out, group, values)
-    np.maximum.at(expect, group, values)
-    assert np.array_equal(out, expect)
 
 
 def test_group_starts_equal_searchsorted():
