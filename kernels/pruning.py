@@ -1,6 +1,7 @@
-"""The glue of Pipeline.align's rounds of extension as nogil kernels: which candidates a round
-extends, the bars a round's strong alignments set for the rest, and the reads whose best alignment is
-weak (their rejected candidates are extended too)."""
+"""The glue of the extension's rounds (Pipeline.align, Pipeline._split_by_indels) as nogil kernels:
+which candidates a round extends, the bars a round's strong alignments set for the rest, the reads
+whose best alignment is weak (their rejected candidates are extended too), and the primaries clipped
+where a long indel may hide (extended again with a wider band)."""
 import numpy as np
 from numba import njit
 
@@ -61,3 +62,31 @@ def weak_reads(c_read, idx, found, score, cigar, cigar_offsets, good_score, n_re
                 clipped += cigar[hi - 1] >> 4
         weak[r] = score[b] < good_score[r] or clipped >= min_aligned
     return weak
+
+
+@njit(cache=True, nogil=True)
+def clipped_primaries(primary, hit_aln, h_start, h_end, h_ctg, cigar, cigar_offsets, ctg_offsets, min_clip):
+    """The primary hits (primary[read] >= 0; hit k is alignment hit_aln[k]) soft-clipped by min_clip
+    or more bases at an end where their contig goes on: (their hit indices, in read order, and each
+    one's leading clip in the reference's orientation)."""
+    out = np.empty(primary.shape[0], np.int64)
+    lead_out = np.empty(primary.shape[0], np.int64)
+    n = 0
+    for r in range(primary.shape[0]):
+        k = primary[r]
+        if k < 0:
+            continue
+        a = hit_aln[k]
+        lo, hi = cigar_offsets[a], cigar_offsets[a + 1]
+        lead = trail = np.int64(0)
+        if hi > lo:
+            if cigar[lo] & 15 == 4:
+                lead = np.int64(cigar[lo] >> 4)
+            if cigar[hi - 1] & 15 == 4:
+                trail = np.int64(cigar[hi - 1] >> 4)
+        c = h_ctg[k]
+        if (lead >= min_clip and h_start[k] > ctg_offsets[c]) or (trail >= min_clip and h_end[k] < ctg_offsets[c + 1]):
+            out[n] = k
+            lead_out[n] = lead
+            n += 1
+    return out[:n], lead_out[:n]

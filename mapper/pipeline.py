@@ -16,14 +16,14 @@ from pymap.kernels.cigar import cigar_spans
 from pymap.kernels.contigs import place_on_contigs
 from pymap.kernels.encoding import count_code
 from pymap.kernels.pairing import pair_hits, rescue_anchors
-from pymap.kernels.pruning import raise_bars, round_picks, weak_reads
+from pymap.kernels.pruning import clipped_primaries, raise_bars, round_picks, weak_reads
 from pymap.kernels.records import record_fields
 from pymap.kernels.sam import OWN_TAGS, REASONS, bad_tag, first_bad_comment, format_sam, tag_codes
 from pymap.kernels.select import (MAPQ_MAX, hit_spans, pick_supplementary, query_spans, report_order,
                                   select_hits, supplementary_mapq)
-from pymap.kernels.segments import concat_ranges, group_ranks, group_starts, swap_groups, swap_plan
+from pymap.kernels.segments import group_ranks, group_starts, swap_groups, swap_plan
 from pymap.kernels.sorting import order_by_group
-from pymap.kernels.text import interleave_ranges
+from pymap.kernels.text import gather_ranges, interleave_ranges
 from pymap.slack import SlackTable
 
 REASON = {name: i for i, name in enumerate(REASONS)}
@@ -307,21 +307,18 @@ class Pipeline:
         where it is better by what the extender maximises (_objective)."""
         if self.extender.scoring == "edits" or self.opt.report_all or getattr(self.extender, "band", None) is not None:
             return None                             # an extender's band given as an option is kept
-        prim = h.primary[h.primary >= 0]
-        a = h.hit_aln[prim]
-        lead, trail = _ref_clips(aln, a, h.lengths[h.read[prim]])
-        ctg_lo, ctg_hi = self.ref.offsets[h.ctg[prim]], self.ref.offsets[h.ctg[prim] + 1]
-        split = ((lead >= SPLIT_CLIP) & (h.start[prim] > ctg_lo)) | ((trail >= SPLIT_CLIP) & (h.end[prim] < ctg_hi))
-        if not split.any():
+        prim, lead = clipped_primaries(h.primary, h.hit_aln, h.start, h.end, h.ctg, aln.cigar, aln.cigar_offsets,
+                                       np.ascontiguousarray(self.ref.offsets, np.int64), SPLIT_CLIP)
+        if prim.size == 0:
             return None
-        prim, a, diag = prim[split], a[split], (h.start[prim] - lead)[split]
+        a, diag, ctg_lo = h.hit_aln[prim], h.start[prim] - lead, self.ref.offsets[h.ctg[prim]]
         # the other candidates of those reads: how far their diagonals lie from the primary's
         n = len(h.batch)
         at = np.full(n, -1, np.int64)
         at[h.read[prim]] = np.arange(prim.size)
         k = at[cands.read]
         other = np.flatnonzero((k >= 0) & (cands.strand == h.strand[prim][np.maximum(k, 0)])
-                               & (cands.lo == ctg_lo[split][np.maximum(k, 0)]))
+                               & (cands.lo == ctg_lo[np.maximum(k, 0)]))
         apart = np.abs(cands.pos[other] - diag[k[other]])
         band = cands.band()[ext_idx[a]][k[other]]
         near = (apart > band) & (apart <= WIDE_BAND)
@@ -842,13 +839,7 @@ def gather_cigars(aln, which):
     """The CIGARs of alignments `which` (-1: none) back to back: (cigar, offsets[len(which) + 1])."""
     offs = aln.cigar_offsets
     has = which >= 0
-    counts = np.zeros(which.size, np.int64)
-    counts[has] = offs[which[has] + 1] - offs[which[has]]
-    out_offs = np.zeros(which.size + 1, np.int64)
-    np.cumsum(counts, out=out_offs[1:])
-    first = np.zeros(which.size, np.int64)
-    first[has] = offs[which[has]]
-    return aln.cigar[concat_ranges(first, counts)], out_offs
+    return gather_ranges(aln.cigar, np.where(has, offs[which], 0), np.where(has, offs[which + 1], 0))
 
 
 def check_candidates(seeder, cands, n_reads, ref_len):

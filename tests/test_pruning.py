@@ -116,3 +116,25 @@ def test_round_picks_and_raise_bars_equal_numpy():
     np.maximum.at(expect, r[hit], score[ok[hit]].astype(np.int64) - 12)
     pruning.raise_bars(bar, read, found, score, cigar, offsets, strong, 12)
     assert np.array_equal(bar, expect) and (bar != np.where(bar == no_bar, no_bar, 77)).any()
+
+
+def test_clipped_primaries_equal_numpy():
+    """Primaries clipped at either end, at contig ends or inside, on two contigs, and reads without one."""
+    rng = np.random.default_rng(7)
+    n_hits, n_reads = 300, 120
+    read, found, score, cigar, offsets = random_alignments(rng, n_reads, n_hits)
+    hit_aln = rng.permutation(n_hits)
+    ctg_offsets = np.array([0, 5000, 9000], np.int64)
+    ctg = rng.integers(0, 2, n_hits)
+    start = np.where(rng.random(n_hits) < 0.2, ctg_offsets[ctg], ctg_offsets[ctg] + rng.integers(1, 3000, n_hits))
+    end = np.where(rng.random(n_hits) < 0.2, ctg_offsets[ctg + 1], start + 100)
+    primary = np.where(rng.random(n_reads) < 0.8, rng.integers(0, n_hits, n_reads), -1)
+    prim = primary[primary >= 0]
+    a = hit_aln[prim]
+    lead, kept = query_spans(cigar, offsets, a, np.zeros(a.size, np.int8), np.full(a.size, 100))
+    trail = 100 - kept
+    split = (((lead >= 19) & (start[prim] > ctg_offsets[ctg[prim]]))
+             | ((trail >= 19) & (end[prim] < ctg_offsets[ctg[prim] + 1])))
+    got, got_lead = pruning.clipped_primaries(primary, hit_aln, start, end, ctg, cigar, offsets, ctg_offsets, 19)
+    assert np.array_equal(got, prim[split]) and np.array_equal(got_lead, lead[split])
+    assert 0 < got.size < prim.size
