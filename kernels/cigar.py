@@ -6,6 +6,19 @@ OP_M, OP_I, OP_D, OP_S = 0, 1, 2, 4
 
 
 @njit(cache=True, nogil=True)
+def soft_clips(cigar, lo, hi):
+    """(leading, trailing) soft-clipped bases of the CIGAR cigar[lo:hi], in the reference's
+    orientation; an empty CIGAR clips nothing."""
+    lead = trail = np.int64(0)
+    if hi > lo:
+        if cigar[lo] & 15 == OP_S:
+            lead = np.int64(cigar[lo] >> 4)
+        if cigar[hi - 1] & 15 == OP_S:
+            trail = np.int64(cigar[hi - 1] >> 4)
+    return lead, trail
+
+
+@njit(cache=True, nogil=True)
 def cigar_spans(cigar, offsets):
     """Per CIGAR: (read bases, reference bases, bad) where bad marks an op other than M/I/D/S, a
     zero length, or an S that is not at either end."""

@@ -5,6 +5,8 @@ where a long indel may hide (extended again with a wider band)."""
 import numpy as np
 from numba import njit
 
+from pymap.kernels.cigar import soft_clips
+
 
 @njit(cache=True, nogil=True)
 def round_picks(rank, read, bar, lo, hi, no_bar):
@@ -30,9 +32,8 @@ def raise_bars(bar, read, found, score, cigar, cigar_offsets, strong, margin):
         if not found[k]:
             continue
         r = read[k]
-        lo, hi = cigar_offsets[k], cigar_offsets[k + 1]
-        clipped = hi > lo and (cigar[lo] & 15 == 4 or cigar[hi - 1] & 15 == 4)
-        if not clipped and score[k] >= strong[r]:
+        lead, trail = soft_clips(cigar, cigar_offsets[k], cigar_offsets[k + 1])
+        if lead == 0 and trail == 0 and score[k] >= strong[r]:
             bar[r] = max(bar[r], np.int64(score[k]) - margin)
 
 
@@ -53,14 +54,8 @@ def weak_reads(c_read, idx, found, score, cigar, cigar_offsets, good_score, n_re
         b = best[r]
         if b < 0:
             continue
-        lo, hi = cigar_offsets[b], cigar_offsets[b + 1]
-        clipped = 0
-        if hi > lo:
-            if cigar[lo] & 15 == 4:
-                clipped += cigar[lo] >> 4
-            if cigar[hi - 1] & 15 == 4:
-                clipped += cigar[hi - 1] >> 4
-        weak[r] = score[b] < good_score[r] or clipped >= min_aligned
+        lead, trail = soft_clips(cigar, cigar_offsets[b], cigar_offsets[b + 1])
+        weak[r] = score[b] < good_score[r] or lead + trail >= min_aligned
     return weak
 
 
@@ -76,14 +71,7 @@ def clipped_primaries(primary, hit_aln, h_start, h_end, h_ctg, cigar, cigar_offs
         k = primary[r]
         if k < 0:
             continue
-        a = hit_aln[k]
-        lo, hi = cigar_offsets[a], cigar_offsets[a + 1]
-        lead = trail = np.int64(0)
-        if hi > lo:
-            if cigar[lo] & 15 == 4:
-                lead = np.int64(cigar[lo] >> 4)
-            if cigar[hi - 1] & 15 == 4:
-                trail = np.int64(cigar[hi - 1] >> 4)
+        lead, trail = soft_clips(cigar, cigar_offsets[hit_aln[k]], cigar_offsets[hit_aln[k] + 1])
         c = h_ctg[k]
         if (lead >= min_clip and h_start[k] > ctg_offsets[c]) or (trail >= min_clip and h_end[k] < ctg_offsets[c + 1]):
             out[n] = k

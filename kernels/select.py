@@ -4,7 +4,7 @@ import functools
 import numpy as np
 from numba import njit
 
-from pymap.kernels.cigar import OP_D, OP_M
+from pymap.kernels.cigar import OP_D, OP_M, soft_clips
 from pymap.kernels.contigs import contig_of
 from pymap.kernels.segments import group_starts
 from pymap.kernels.sorting import sort_int64_buf
@@ -313,13 +313,7 @@ def _query_spans(cigar, cigar_offsets, which, strand, length):
     begin = np.zeros(n, np.int64)
     end = np.empty(n, np.int64)
     for i in range(n):
-        a, b = cigar_offsets[which[i]], cigar_offsets[which[i] + 1]
-        lead = trail = np.int64(0)
-        if b > a:
-            if cigar[a] & 15 == 4:
-                lead = np.int64(cigar[a] >> 4)
-            if cigar[b - 1] & 15 == 4:
-                trail = np.int64(cigar[b - 1] >> 4)
+        lead, trail = soft_clips(cigar, cigar_offsets[which[i]], cigar_offsets[which[i] + 1])
         if strand[i] == 1:
             lead, trail = trail, lead
         begin[i] = lead
