@@ -111,6 +111,30 @@ def model_chunks(chunks, size):
     return held, itertools.chain(held, chunks)
 
 
+class PendingModel:
+    """The insert-size model a worker's chunks are paired with once the run has learned it (a worker
+    process learns it from the first chunks while the others map their chunks' hits, which need
+    none; processes.ProcessRun sends it to every worker)."""
+
+    def __init__(self):
+        self._ready = threading.Event()
+        self._model = None
+
+    def set(self, model):
+        self._model = model
+        self._ready.set()
+
+    def cancel(self):
+        """The run ends without a model: whoever waits for it gets an error."""
+        self._ready.set()
+
+    def wait(self):
+        self._ready.wait()
+        if self._model is None:
+            raise RuntimeError("the run ended before its insert-size model was learned")
+        return self._model
+
+
 def learn_model(pipe, chunks):
     """The insert-size model from the first pairs of `chunks` (as LocalRun learns it)."""
     from pymap import api
@@ -136,15 +160,19 @@ def _on_thread_gpu(pipe):
 
 
 def map_chunk(pipe, chunk, model, header_text, part):
-    """Map one chunk: (the records: SAM text, or with header_text a coordinate-sorted BAM chunk, as a
-    list of pieces (format_sam); written to the file `part` and its name returned, or with part None
-    the pieces, NumPy arrays (they travel without the copies Dask makes of a bytes object);
-    the chunk's RunStats; the filter allowances used; notes; the (user, system) CPU seconds of this
-    thread)."""
+    """Map one chunk (model: an InsertModel, a PendingModel, or None for single reads): (the records:
+    SAM text, or with header_text a coordinate-sorted BAM chunk, as a list of pieces (format_sam);
+    written to the file `part` and its name returned, or with part None the pieces, NumPy arrays
+    (they travel without the copies Dask makes of a bytes object); the chunk's RunStats; the filter
+    allowances used; notes; the (user, system) CPU seconds of this thread)."""
     cpu = thread_cpu()
     reads = load(chunk)
     with _on_thread_gpu(pipe), pipe.batch() as stats:
-        text = pipe.map_pairs(*reads, model) if model is not None else pipe.map_batch(reads)
+        if isinstance(model, PendingModel):      # the hits first: they need no model
+            hits = pipe.pair_hits_of(*reads)
+            text = pipe.map_pairs(*reads, model.wait(), hits)
+        else:
+            text = pipe.map_pairs(*reads, model) if model is not None else pipe.map_batch(reads)
     if header_text is not None:
         from pymap.sam import sort_chunk
         text = [np.frombuffer(sort_chunk(b"".join([header_text.encode(), *text])), np.uint8)]

@@ -59,10 +59,12 @@ def _work(run, gpu, tasks, stop, conn, orders):
     """A worker process: build the pipeline, then map tasks (k, "map", "hold" or "model", args) from
     the shared queue on options.batches threads until each thread gets a None, or any task once `stop`
     (a shared byte) is set. A chunk to hold keeps its SAM text here and reports its size; a thread of
-    its own writes it into the output file when the client names the offset (orders: (k, path,
-    offset, the output's name), then None). Messages back on this worker's connection: ("ready",
-    None, the stages on a GPU, time), ("done", k, result), ("placed", k, None) and ("failed", k or
-    None, exception, its traceback)."""
+    its own writes it into the output file when the client names the offset (orders: ("place", k,
+    path, offset, the output's name), then None). A chunk of pairs sent without a model is paired
+    with the run's learned model, which comes as the order ("model", model); its hits are mapped
+    meanwhile. Messages back on this worker's connection: ("ready", None, the stages on a GPU, time,
+    the threads that take tasks), ("done", k, result), ("placed", k, None) and ("failed", k or None,
+    exception, its traceback)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)        # the client stops the workers
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu         # before anything starts CUDA here
@@ -79,10 +81,11 @@ def _work(run, gpu, tasks, stop, conn, orders):
     except BaseException as exc:
         send(("failed", None, *_portable(exc)))
         return
-    send(("ready", None, pipe.run_stats.on_gpu, time.time()))
     side_by_side = options.batches if pipe.concurrent else 1
+    send(("ready", None, pipe.run_stats.on_gpu, time.time(), side_by_side))
 
     held = {}                                           # chunk -> its SAM text, until placed
+    learned = chunks.PendingModel() if paired else None
 
     def serve():
         while (task := tasks.get()) is not None and not stop.value:
@@ -91,6 +94,8 @@ def _work(run, gpu, tasks, stop, conn, orders):
                 if what == "model":
                     result = chunks.learn_model(pipe, *args)
                 else:
+                    if paired and args[1] is None:
+                        args = (args[0], learned, *args[2:])
                     result = chunks.map_chunk(pipe, *args)
                     if what == "hold":
                         held[k] = result[0]
@@ -103,7 +108,10 @@ def _work(run, gpu, tasks, stop, conn, orders):
         fd = None
         try:
             while (order := orders.recv()) is not None:
-                k, path, offset, name = order
+                if order[0] == "model":
+                    learned.set(order[1])
+                    continue
+                _, k, path, offset, name = order
                 try:
                     if fd is None:
                         fd = os.open(path, os.O_WRONLY)
@@ -116,6 +124,8 @@ def _work(run, gpu, tasks, stop, conn, orders):
         except EOFError:
             pass
         finally:
+            if learned is not None:
+                learned.cancel()                # threads still waiting for the model end
             if fd is not None:
                 os.close(fd)
 
@@ -166,6 +176,7 @@ class ProcessRun(chunks.ChunkedRun):
         self.open_conns, self.finished, self.stopping = [], False, False
         self.place_path = self.place_name = None
         self.holder, self.placed = {}, 0
+        self.serving = 0                # the ready workers' threads that take tasks
         self.lost_lock = threading.Lock()
         self.n = n = options.processes
         self.auto = auto
@@ -211,31 +222,36 @@ class ProcessRun(chunks.ChunkedRun):
         in_files = chunks.file_chunks(reads_path, mates_path, size, self.paired and mates_path is None)
         todo = in_files[0] if in_files else chunks.parsed_chunks(reads_path, mates_path, size, self.paired)
         header_text = str(header) if self.options.sort else None
-        model, done = None, {}
-        if self.paired:
-            model = self.options.insert_size
-            if model is None:
-                held, todo = chunks.model_chunks(todo, size)
-                self.tasks.put((-1, "model", (held,)))
-                while -1 not in done:
-                    self._receive(done)
-                model = done.pop(-1)
-        self.model = model
+        done = {}
+        self.model = self.options.insert_size if self.paired else None
+        learning = self.paired and self.model is None
+        if learning:
+            # a worker learns the model from the first chunks; the chunks go out at once, without it:
+            # the workers map their hits meanwhile and pair them once it comes (_share_model)
+            held, todo = chunks.model_chunks(todo, size)
+            self.tasks.put((-1, "model", (held,)))
         in_flight = IN_FLIGHT_PER_BATCH * self.options.batches * len(self.workers)
         sent = taken = 0
         todo = iter(todo)
         while True:
-            while sent - taken < in_flight and (chunk := next(todo, None)) is not None:
+            # while the model is learned, only chunks an idle thread takes at once (one thread learns it):
+            # a task nobody takes would hold this process in put(), deaf to the model
+            limit = min(in_flight, self.serving - 1) if learning else in_flight
+            while sent - taken < limit and (chunk := next(todo, None)) is not None:
                 if self.place_path is not None:
-                    self.tasks.put((sent, "hold", (chunk, model, None, None)))
+                    self.tasks.put((sent, "hold", (chunk, self.model, None, None)))
                 else:
                     part = os.path.join(self.scratch, f"{sent:09d}")
-                    self.tasks.put((sent, "map", (chunk, model, header_text, part)))
+                    self.tasks.put((sent, "map", (chunk, self.model, header_text, part)))
                 sent += 1
-            if taken == sent:
+            if taken == sent and not learning:
                 break
-            while taken not in done:
+            if taken not in done:
                 self._receive(done)
+                if learning and -1 in done:
+                    self._share_model(done.pop(-1))
+                    learning = False
+                continue
             records, stats, slack, notes, _ = done.pop(taken)
             records = self.take(records, stats, slack, notes)
             yield outfile.HeldPart(records, functools.partial(self._place, taken)) if self.place_path is not None \
@@ -247,11 +263,20 @@ class ProcessRun(chunks.ChunkedRun):
         self.finished = True
         self._stop()                            # they end while the output is closed
 
+    def _share_model(self, model):
+        """The learned insert-size model to every worker (chunks sent without it wait for it)."""
+        self.model = model
+        for w, orders in enumerate(self.orders):
+            try:
+                orders.send(("model", model))
+            except OSError:
+                raise self._lost(w) from None
+
     def _place(self, k, offset):
         """Have the worker holding chunk k write its records into the output at offset."""
         w = self.holder.pop(k)
         try:
-            self.orders[w].send((k, self.place_path, offset, self.place_name))
+            self.orders[w].send(("place", k, self.place_path, offset, self.place_name))
         except OSError:
             raise self._lost(w) from None
 
@@ -278,7 +303,8 @@ class ProcessRun(chunks.ChunkedRun):
                 self.open_conns.remove(ready)   # its process has ended
                 continue
             if kind == "ready":
-                self.stats.on_gpu, self.ready[ready] = rest
+                self.stats.on_gpu, self.ready[ready], threads = rest
+                self.serving += threads
             elif kind == "done":
                 done[k] = rest[0]
                 self.holder[k] = self.conns.index(ready)

@@ -108,8 +108,31 @@ def test_pairs_learned_model_and_sorted_output(pairs, tmp_path):
     assert os.path.exists(tmp_path / "p.bam.bai")
 
 
+def test_a_pending_model_is_waited_for_or_cancelled():
+    """A worker's chunks of pairs sent while the run learns its insert-size model wait for it after
+    their hits (chunks.PendingModel); a run that ends first ends their wait with an error."""
+    import threading
+
+    from pymap import chunks
+    got = []
+    pending = chunks.PendingModel()
+    t = threading.Thread(target=lambda: got.append(pending.wait()))
+    t.start()
+    t.join(0.05)
+    assert t.is_alive() and not got                 # nothing until the model comes
+    pending.set("model")
+    t.join()
+    assert got == ["model"]
+    cancelled = chunks.PendingModel()
+    cancelled.cancel()
+    with pytest.raises(RuntimeError, match="insert-size model"):
+        cancelled.wait()
+
+
 def test_interleaved_pairs_from_stdin_like_input(pairs, tmp_path):
-    """Interleaved gzip mates: parsed here, sent to the workers as arrays."""
+    """Interleaved gzip mates: parsed here, sent to the workers as arrays (while the workers learn the
+    insert-size model, only as many as they take at once: a task none takes held this process in
+    put(), deaf to the model)."""
     r1, r2 = pairs
     lines1, lines2 = open(r1).read().splitlines(), open(r2).read().splitlines()
     inter = "".join("\n".join(lines1[i:i + 4] + lines2[i:i + 4]) + "\n" for i in range(0, len(lines1), 4))
