@@ -66,37 +66,44 @@ def swap_plan(old_starts, new_starts, take_new):
     """Groups of two lists, each sorted by group (old_starts, new_starts: their group_starts), merged:
     group g from the new list where take_new[g], else from the old. Returns (starts: the merged
     list's group_starts, moved: where each old item went, -1 where its group was taken from the new
-    list, placed: where each new item went, -1 likewise); moved and placed end with an extra -1 (an
-    index of -1 maps to -1)."""
+    list, placed: where each new item went, -1 likewise, runs: the merge as copies of contiguous
+    items, rows (from the new list: 0 or 1, first item there, where it goes, items), for
+    swap_groups); moved and placed end with an extra -1 (an index of -1 maps to -1)."""
     n = take_new.shape[0]
     starts = np.zeros(n + 1, np.int64)
     moved = np.full(old_starts[n] + 1, -1, np.int64)
     placed = np.full(new_starts[n] + 1, -1, np.int64)
+    runs = np.empty((n + 1, 4), np.int64)
+    m = 0
     for g in range(n):
         k = starts[g]
-        if take_new[g]:
-            for i in range(new_starts[g], new_starts[g + 1]):
-                placed[i] = k
-                k += 1
-        else:
-            for i in range(old_starts[g], old_starts[g + 1]):
-                moved[i] = k
-                k += 1
+        src = new_starts if take_new[g] else old_starts
+        a, b = src[g], src[g + 1]
+        if b > a:
+            if m > 0 and runs[m - 1, 0] == take_new[g] and runs[m - 1, 1] + runs[m - 1, 3] == a:
+                runs[m - 1, 3] += b - a         # goes on where the last run ends (its items are next)
+            else:
+                runs[m, 0], runs[m, 1], runs[m, 2], runs[m, 3] = take_new[g], a, k, b - a
+                m += 1
+        dest = placed if take_new[g] else moved
+        for i in range(a, b):
+            dest[i] = k
+            k += 1
         starts[g + 1] = k
-    return starts, moved, placed
+    return starts, moved, placed, runs[:m]
 
 
 @njit(cache=True, nogil=True)
-def swap_groups(old, new, moved, placed, size):
-    """The merged list of swap_plan (size: its length, starts[-1]) as values: old[i] at moved[i], new[j]
-    at placed[j], of new's dtype."""
+def swap_groups(old, new, runs, size):
+    """The merged list of swap_plan (size: its length, starts[-1]) as values, of new's dtype: its runs
+    copied, mostly a few long stretches of the old list."""
     out = np.empty(size, new.dtype)
-    for i in range(old.shape[0]):
-        if moved[i] >= 0:
-            out[moved[i]] = old[i]
-    for j in range(new.shape[0]):
-        if placed[j] >= 0:
-            out[placed[j]] = new[j]
+    for r in range(runs.shape[0]):
+        a, d, c = runs[r, 1], runs[r, 2], runs[r, 3]
+        if runs[r, 0]:
+            out[d:d + c] = new[a:a + c]
+        else:
+            out[d:d + c] = old[a:a + c]
     return out
 
 

@@ -372,9 +372,9 @@ class Pipeline:
         part, chosen = self._select_part(batch, h.lengths, h.maxe, np.flatnonzero(aln.found & changed[aln_read]), aln,
                                          aln_read, aln_strand, "cpu", reads)
         # the changed reads' hits replaced by their new ones: where each old and new hit goes (-1: dropped)
-        starts, moved, placed = swap_plan(group_starts(h.read, n), group_starts(part[1], n), changed)
+        starts, moved, placed, runs = swap_plan(group_starts(h.read, n), group_starts(part[1], n), changed)
         old = (h.hit_aln, h.read, h.strand, h.start, h.score, h.end, h.ctg, h.qbeg, h.qend, h.keep, h.shadow)
-        fields = [swap_groups(o, p, moved, placed, starts[n]) for o, p in zip(old, part + chosen[6:])]
+        fields = [swap_groups(o, p, runs, starts[n]) for o, p in zip(old, part + chosen[6:])]
         g = Hits(batch, h.lengths, h.maxe, None, aln, *fields[:5])
         g.end, g.ctg, g.qbeg, g.qend, g.keep, g.shadow = fields[5:]
         g.best, g.n_best, g.sub, g.has_sub, g.mapq = (a.copy() for a in (h.best, h.n_best, h.sub, h.has_sub, h.mapq))

@@ -50,8 +50,8 @@ def test_swap_groups_equal_a_stable_sort():
         take = rng.random(n_groups) < 0.4
         old_v = rng.integers(-1000, 1000, n_old).astype(np.int32)
         new_v = rng.integers(-1000, 1000, n_new).astype(np.int32)
-        starts, moved, placed = segments.swap_plan(segments.group_starts(old_g, n_groups),
-                                                   segments.group_starts(new_g, n_groups), take)
+        starts, moved, placed, runs = segments.swap_plan(segments.group_starts(old_g, n_groups),
+                                                         segments.group_starts(new_g, n_groups), take)
         kept, used = np.flatnonzero(~take[old_g]), np.flatnonzero(take[new_g])
         group = np.concatenate([old_g[kept], new_g[used]])
         order = np.argsort(group, kind="stable")
@@ -61,7 +61,8 @@ def test_swap_groups_equal_a_stable_sort():
         expect_moved, expect_placed = np.full(n_old + 1, -1), np.full(n_new + 1, -1)
         expect_moved[kept], expect_placed[used] = at[:kept.size], at[kept.size:]
         assert np.array_equal(moved, expect_moved) and np.array_equal(placed, expect_placed)
-        merged = segments.swap_groups(old_v, new_v, moved, placed, starts[n_groups])
+        merged = segments.swap_groups(old_v, new_v, runs, starts[n_groups])
+        assert runs.shape[0] <= 2 * take.sum() + 1      # the kept stretches between taken groups, and those
         assert merged.dtype == np.int32
         assert np.array_equal(merged, np.concatenate([old_v[kept], new_v[used]])[order])
 
