@@ -96,6 +96,11 @@ def test_weak_reads_equal_numpy():
     expect[top_read] = (score[top] < good[top_read]) | (length[top_read] - (qend - qbeg) >= 30)
     got = pruning.weak_reads(c_read, idx, found, score, cigar, offsets, good, n_reads, 30)
     assert np.array_equal(got, expect) and got.any() and not got.all()
+    # two alignments of one read tie: the first (unclipped) is its best, not the clipped one after it
+    tie = pruning.weak_reads(np.zeros(2, np.int32), np.arange(2), np.ones(2, np.bool_), np.array([90, 90], np.int32),
+                             np.array([100 << 4, 40 << 4 | 4, 60 << 4], np.uint32), np.array([0, 1, 3]),
+                             np.array([80]), 1, 30)
+    assert not tie[0]
 
 
 def test_round_picks_and_raise_bars_equal_numpy():
