@@ -3,9 +3,11 @@
 the function or anything it calls), per innermost frame (self) and per innermost pymap frame, with
 their share of all samples. With native frames (`--native`), samples are also told apart by what ran
 (Numba's compiled code, NumPy, the CUDA driver, Python, other), and --busy leaves out the samples of
-threads waiting for a lock (Python's, or a pthread condition or mutex).
+threads waiting for a lock (Python's, or a pthread condition or mutex). --through NAME ... gives
+first the share of the samples through each of those frames (the before/after tables of BENCHMARKS.md).
 
     python scripts/spy_summary.py spy.txt [--top 40] [--under Pipeline.hits] [--exclude compile ...] [--busy]
+        [--through Pipeline.reselect read_span format_sam ...]
 """
 import argparse
 import collections
@@ -18,10 +20,11 @@ def main():
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--under", default=None, help="count only stacks through a frame containing this text")
     ap.add_argument("--exclude", nargs="*", default=[], help="drop stacks with a frame containing any of these")
+    ap.add_argument("--through", nargs="*", default=[], help="first, the samples through a frame containing each")
     ap.add_argument("--busy", action="store_true", help="leave out samples waiting for a lock (native frames)")
     args = ap.parse_args()
     inclusive, own, total = collections.Counter(), collections.Counter(), 0
-    innermost, kinds = collections.Counter(), collections.Counter()
+    innermost, kinds, through = collections.Counter(), collections.Counter(), collections.Counter()
     with (gzip.open(args.raw, "rt") if args.raw.endswith(".gz") else open(args.raw)) as fh:
         for line in fh:
             stack, _, n = line.rstrip("\n").rpartition(" ")
@@ -41,7 +44,14 @@ def main():
             for f in set(frames):
                 if "pymap/" in f or "kernels/" in f or "mapper/" in f:
                     inclusive[f] += n
+            for name in args.through:
+                if any(name in f for f in frames):
+                    through[name] += n
     print(f"{total} samples" + (f" through {args.under}" if args.under else ""))
+    if args.through:
+        print("## through")
+        for name in args.through:
+            print(f"{through[name]:7d} {100 * through[name] / max(total, 1):5.1f}%  {name}")
     print("## inclusive (pymap frames)")
     for f, n in inclusive.most_common(args.top):
         print(f"{n:7d} {100 * n / max(total, 1):5.1f}%  {f[:150]}")

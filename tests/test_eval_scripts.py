@@ -389,3 +389,24 @@ def test_bench_host_ceiling_pymap_stage_table(tmp_path, batch_size):
     assert all(stage in header for stage in ("seed", "filter", "extend", "select", "sam"))
     rows = [line for line in lines if line.startswith("| 1 | ") or line.startswith("| 2 | ")]
     assert len(rows) == 2
+
+
+def test_spy_summary_through_and_busy(tmp_path, capsys):
+    """scripts/spy_summary.py: --through counts the samples through each named frame; --busy leaves out
+    a thread waiting for a lock."""
+    spy = _load("spy_summary")
+    raw = tmp_path / "spy.txt"
+    raw.write_text(
+        "serve (pymap/processes.py:94);Pipeline.reselect (pymap/pipeline.py:377);0x7f00 (?) 3\n"
+        "serve (pymap/processes.py:94);read_span (pymap/reads.py:156);read (libc.so.6) 1\n"
+        "serve (pymap/processes.py:94);Pipeline.write (pymap/pipeline.py:500);pthread_cond_wait (libc.so.6) 4\n")
+    argv = sys.argv
+    sys.argv = ["spy_summary.py", str(raw), "--busy", "--through", "Pipeline.reselect", "read_span",
+                "Pipeline.write"]
+    try:
+        spy.main()
+    finally:
+        sys.argv = argv
+    out = capsys.readouterr().out.splitlines()
+    assert out[:5] == ["4 samples", "## through", "      3  75.0%  Pipeline.reselect",
+                       "      1  25.0%  read_span", "      0   0.0%  Pipeline.write"]
