@@ -213,11 +213,8 @@ class _Buffers:
                 size = int(np.prod(shape))
                 buf = self.arrays[k]
                 if buf is None or buf.shape[0] < size or buf.dtype != dtype:
-                    # grown by a quarter at least: call buffers' sizes vary a little from batch to
-                    # batch, and each cuMemAlloc (and the cuMemFree of the buffer it replaces, which
-                    # waits for the whole GPU) would come again
-                    grown = buf.shape[0] + buf.shape[0] // 4 if buf is not None and buf.dtype == dtype else 0
-                    buf = self.arrays[k] = cuda.device_array(max(size, grown, 1), dtype)
+                    have = buf.shape[0] if buf is not None and buf.dtype == dtype else None
+                    buf = self.arrays[k] = cuda.device_array(max(_grown(have, size), 1), dtype)
                     self.views = {key: v for key, v in self.views.items() if key[0] != k}
                 if len(self.views) >= self.MAX_VIEWS:    # call buffers' shapes vary with each batch
                     self.views.clear()
@@ -310,6 +307,22 @@ STAGING_ALIGN = 256
 STAGING_MAX = 64 << 20
 
 
+def _packed(arrays):
+    """(byte offset of each array, bytes in all) of arrays laid back to back at STAGING_ALIGN."""
+    offsets, total = [], 0
+    for a in arrays:
+        offsets.append(total)
+        total += -(-a.nbytes // STAGING_ALIGN) * STAGING_ALIGN
+    return offsets, total
+
+
+def _grown(have, need):
+    """The size a kept buffer of `have` elements (None: none yet) is replaced with to hold `need`:
+    a quarter larger at least, as sizes vary a little from call to call and each replacement costs an
+    allocation (and a free that waits for the whole GPU, on the device)."""
+    return max(need, have + have // 4 if have is not None else 0)
+
+
 class _Staging:
     """A page-locked host buffer and a device buffer of as many bytes, grown as needed, and the
     event of the last transfer from one to the other: the host buffer is refilled only once that
@@ -323,7 +336,7 @@ class _Staging:
         device buffer (or the uint8 device array target) on `stream`: asynchronous, from page-locked
         memory, which the driver need not stage through its own buffers while the thread waits."""
         if self.host is None or self.host.shape[0] < total:
-            size = max(total, self.host.shape[0] + self.host.shape[0] // 4 if self.host is not None else 0)
+            size = _grown(None if self.host is None else self.host.shape[0], total)
             self.host, self.dev, self.sent = None, None, None      # freed before the larger ones
             self.host = _pinned_or_pageable(size)
             self.dev = cuda.device_array(size, np.uint8)
@@ -376,10 +389,7 @@ def call_inputs(tag, arrays, stream):
     asynchronous copy from page-locked memory instead of a copy an array from pageable memory,
     which the driver stages through its own buffers while the thread waits."""
     arrays = [np.ascontiguousarray(a) for a in arrays]
-    offsets, total = [], 0
-    for a in arrays:
-        offsets.append(total)
-        total += -(-a.nbytes // STAGING_ALIGN) * STAGING_ALIGN
+    offsets, total = _packed(arrays)
     staging = _thread_staging(tag)
     staging.fill(arrays, offsets, max(total, 1), stream)
     return [_view_bytes(staging.dev, o, a.shape, a.dtype) for a, o in zip(arrays, offsets)]
@@ -394,16 +404,15 @@ def call_outputs(tag, d_arrays, stream):
     landing buffer for that tag (valid until the thread's next call with that tag), copied on
     `stream` asynchronously: synchronize it before reading them. A copy into pageable memory goes
     through the driver's own buffers while the thread waits."""
-    offsets, total = [], 0
-    for d in d_arrays:
-        offsets.append(total)
-        total += -(-d.nbytes // STAGING_ALIGN) * STAGING_ALIGN
+    offsets, total = _packed(d_arrays)
     key = _thread_key(tag)
     with _CALL_LOCK:
         buf = _LANDING.get(key)
+        if buf is not None and buf.shape[0] < total:
+            del _LANDING[key]                       # freed (once no earlier call's views hold it) first
     if buf is None or buf.shape[0] < total:
-        size = max(total, buf.shape[0] + buf.shape[0] // 4 if buf is not None else 0)
-        buf = None                                  # freed before the larger one
+        size = _grown(None if buf is None else buf.shape[0], total)
+        buf = None
         buf = _pinned_or_pageable(size)
         with _CALL_LOCK:
             _LANDING[key] = buf
