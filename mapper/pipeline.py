@@ -298,7 +298,7 @@ class Pipeline:
         return self.reselect(h, cands.read[ext_idx], cands.strand[ext_idx], aln, changed)
 
     def _split_by_indels(self, h, cands, ext_idx, aln, pairs):
-        """(ext_idx, aln, the reads whose alignments changed: bool per read) again, or None: a read
+        """(ext_idx, aln, the reads whose alignments changed) again, or None: a read
         whose primary is clipped by SPLIT_CLIP bases or more where its contig goes on, and that has a
         candidate of the same strand and contig on another diagonal up to WIDE_BAND away (its clipped
         part seeded there), may hold an indel longer than the band (a 20-base deletion: 120M30S and
@@ -340,9 +340,8 @@ class Pipeline:
         found = aln.found.copy()
         found[a[retry[better]]] = False
         again.found = better
-        changed = np.zeros(n, np.bool_)
-        changed[cands.read[c[better]]] = True
-        return np.concatenate([ext_idx, c]), Alignments.concat(dataclasses.replace(aln, found=found), again), changed
+        return (np.concatenate([ext_idx, c]), Alignments.concat(dataclasses.replace(aln, found=found), again),
+                cands.read[c[better]])
 
     def select(self, batch, lengths, maxe, reason0, has_cand, aln_read, aln_strand, aln, mapq_cap):
         """Hits of a batch from its alignments (aln_read, aln_strand: each alignment's read and
@@ -358,13 +357,15 @@ class Pipeline:
         self._timed("select", t)
         return self._selected(h, reason0, has_cand, aln_read, aln_strand, mapq_cap)
 
-    def reselect(self, h, aln_read, aln_strand, aln, changed):
-        """select() after the alignments of the reads `changed` (bool per read) changed: aln holds
-        h.aln's alignments at their indices (found or not) and maybe more after them. Only those reads
-        are selected again (on the host: they are few); the others keep their hits and selection,
-        which depend on their own alignments alone. The same Hits as select() over everything, which
-        it is where more than RESELECT_SHARE of the reads changed."""
+    def reselect(self, h, aln_read, aln_strand, aln, changed_reads):
+        """select() after the alignments of the reads `changed_reads` (read numbers, repeats allowed)
+        changed: aln holds h.aln's alignments at their indices (found or not) and maybe more after
+        them. Only those reads are selected again (on the host: they are few); the others keep their
+        hits and selection, which depend on their own alignments alone. The same Hits as select() over
+        everything, which it is where more than RESELECT_SHARE of the reads changed."""
         batch, n = h.batch, len(h.batch)
+        changed = np.zeros(n, np.bool_)
+        changed[changed_reads] = True
         reads = np.flatnonzero(changed)
         if reads.size > RESELECT_SHARE * n:
             return self.select(batch, h.lengths, h.maxe, h.reason0, h.has_cand, aln_read, aln_strand, aln, h.mapq_cap)
@@ -592,22 +593,21 @@ class Pipeline:
             aln = h.aln
             for _, more in found:
                 aln = Alignments.concat(aln, more)
-            changed = np.zeros(n, np.bool_)
-            changed[np.concatenate([c.read[a.found] for c, a in found])] = True
-            old, h = h, self.reselect(h, np.concatenate([h.aln_read] + [c.read for c, _ in found]),
-                                      np.concatenate([h.aln_strand] + [c.strand for c, _ in found]), aln, changed)
-            picks = self.pair_again(old, h, model, picks, changed)
+            h, picks = self.reselect_pairs(h, np.concatenate([h.aln_read] + [c.read for c, _ in found]),
+                                           np.concatenate([h.aln_strand] + [c.strand for c, _ in found]), aln,
+                                           np.concatenate([c.read[a.found] for c, a in found]), model, picks)
         return h, picks
 
-    def pair_again(self, old, h, model, picks, changed):
-        """pair() of h, a reselect of old after the reads `changed` (bool per read): only their pairs
-        are paired again; the others' picks (of old's hits) move with their hits, which hits inserted
-        or removed before them shifted."""
+    def reselect_pairs(self, h, aln_read, aln_strand, aln, changed_reads, model, picks):
+        """reselect() of a batch of pairs, then pair() (picks: its last result) again for the pairs of
+        changed_reads only; the others' picks move with their hits, which hits inserted or removed
+        before them shifted. Returns (Hits, picks)."""
+        g = self.reselect(h, aln_read, aln_strand, aln, changed_reads)
         n = len(h.batch)
-        shift = group_starts(h.read, n) - group_starts(old.read, n)
+        shift = group_starts(g.read, n) - group_starts(h.read, n)
         moved = tuple(np.where(pick >= 0, pick + shift[2 * np.arange(n // 2) + m], -1)
                       for m, pick in enumerate(picks[:2]))
-        return self.pair(h, model, np.flatnonzero(changed[0::2] | changed[1::2]), (*moved, picks[2]))
+        return g, self.pair(g, model, np.unique(np.asarray(changed_reads, np.int64) // 2), (*moved, picks[2]))
 
     def rescue_windows(self, h, model, k):
         """The mates of anchors k (hit indices; a read's all here) searched: every position of the
@@ -690,10 +690,8 @@ class Pipeline:
                 aln = copy.copy(h.aln)
                 aln.found = aln.found.copy()
                 aln.found[drop] = False
-                changed = np.zeros(len(h.batch), np.bool_)
-                changed[h.aln_read[drop]] = True
-                old, h = h, self.reselect(h, h.aln_read, h.aln_strand, aln, changed)
-                pick1, pick2, pair_mapq = self.pair_again(old, h, model, (pick1, pick2, pair_mapq), changed)
+                h, (pick1, pick2, pair_mapq) = self.reselect_pairs(h, h.aln_read, h.aln_strand, aln, h.aln_read[drop],
+                                                                   model, (pick1, pick2, pair_mapq))
         proper = pick1 >= 0
         primary = h.primary.copy()
         mapq = h.mapq.astype(np.int64)
