@@ -8,17 +8,23 @@ from numba import njit
 from pymap.kernels.encoding import code_of, reverse_into
 from pymap.kernels.text import copy_into
 
-#: scan_records' error codes (0: none); reads.py turns them into messages
-BAD_HEADER, NO_PLUS, LENGTHS_DIFFER, NO_NAME, NAME_TOO_LONG = 1, 2, 3, 4, 5
+#: scan_records' error codes (0: none); reads.py turns them into messages; WRONG_GUESS: a guessed scan
+#: ran out of newlines (only parse_records sees it)
+BAD_HEADER, NO_PLUS, LENGTHS_DIFFER, NO_NAME, NAME_TOO_LONG, WRONG_GUESS = 1, 2, 3, 4, 5, 6
 
 
-def scan_records(arr, max_name):
+def scan_records(arr, max_name, guess=False):
     """The whole 4-line records at the start of arr: (fields int64[n, 7] = name start, name end,
     sequence start, sequence length, quality start, comment start, comment end (the header after the
     name and its blanks; start == end: none); bytes they take; error code; the erring record).
     The scan stops at the first bad record (error code > 0): a header not starting with '@' or without
-    a name, no '+' line, sequence and quality lengths that differ, a name longer than max_name."""
-    return _scan(arr, max_name)
+    a name, no '+' line, sequence and quality lengths that differ, a name longer than max_name.
+    With guess, a sequence line is taken to end where a newline stands at the last one's length, and
+    a quality line at its sequence's, without checking the bytes before for a newline (a second pass
+    over them, a third of the scan's time): gather_records finds a newline inside a sequence or quality,
+    and the records must then be scanned again without guessing (parse_records does both). A guessed
+    scan's error code may likewise come of a wrong guess."""
+    return _scan(arr, max_name, guess)
 
 
 @njit(cache=True, nogil=True)
@@ -79,30 +85,41 @@ def _line_end(arr, start):
 
 
 @njit(cache=True, nogil=True)
-def _long_line_end(arr, start, length):
+def _long_line_end(arr, start, length, last, guess):
     """_line_end for a line likely `length` bytes long (a sequence line like the one before, a quality
-    line as long as its sequence): that byte is tested first, and the bytes before it for newlines in
-    one vectorised pass."""
+    line as long as its sequence): that byte is tested first, and unless guessing the bytes before it
+    for newlines in one vectorised pass. last: arr's last newline."""
     e = start + length
-    if length > 0 and e < arr.shape[0] and arr[e] == 10 and count_newlines(arr, start, e) == 0:
+    if length > 0 and e <= last and arr[e] == 10 and (guess or count_newlines(arr, start, e) == 0):
         return e
     return _line_end(arr, start)
 
 
 @njit(cache=True, nogil=True)
-def _scan(arr, max_name):
+def _scan(arr, max_name, guess):
     fields = np.empty((count_newlines(arr, 0, arr.shape[0]) // 4, 7), np.int64)
+    last = arr.shape[0] - 1     # the last newline: a guessed line's end may have passed newlines, and
+    while fields.shape[0] and arr[last] != 10:      # no search may run past this one (a scan that
+        last -= 1                                   # must is a guessed one that went wrong)
     pos = np.int64(0)           # not the literal 0: _strip_cr would be compiled for it as well
     seq_line = np.int64(0)      # the last sequence line's length, with any CR
     for n in range(fields.shape[0]):
+        if pos > last:
+            return fields[:n], pos, WRONG_GUESS, n
         w = pos                     # the name's end (a blank or the line's end), then the line's end
         while arr[w] != 10 and arr[w] != 32 and arr[w] != 9:
             w += 1
         e0 = w if arr[w] == 10 else _line_end(arr, w)
-        e1 = _long_line_end(arr, e0 + 1, seq_line)
+        if e0 == last:
+            return fields[:n], pos, WRONG_GUESS, n
+        e1 = _long_line_end(arr, e0 + 1, seq_line, last, guess)
+        if e1 == last:
+            return fields[:n], pos, WRONG_GUESS, n
         e2 = _line_end(arr, e1 + 1)
+        if e2 == last:
+            return fields[:n], pos, WRONG_GUESS, n
         seq_line = e1 - (e0 + 1)
-        e3 = _long_line_end(arr, e2 + 1, seq_line)
+        e3 = _long_line_end(arr, e2 + 1, seq_line, last, guess)
         h1 = _strip_cr(arr, pos, e0)
         if h1 == pos or arr[pos] != 64:
             return fields[:n], pos, BAD_HEADER, n
@@ -130,9 +147,24 @@ def _scan(arr, max_name):
     return fields, pos, 0, fields.shape[0]
 
 
+def parse_records(arr, max_name):
+    """scan_records (guessing the lines' ends, then without where a guess was wrong) and gather_records
+    of the records found: (fields, bytes they take, error code, erring record, gather_records' tuple
+    or None where none were found or the scan failed)."""
+    fields, taken, error, k = scan_records(arr, max_name, guess=True)
+    if not error:
+        gathered = gather_records(arr, fields) if len(fields) else None
+        if gathered is None or gathered[-1] < 0:
+            return fields, taken, error, k, gathered
+    fields, taken, error, k = scan_records(arr, max_name)
+    gathered = gather_records(arr, fields) if not error and len(fields) else None
+    return fields, taken, error, k, gathered
+
+
 def gather_records(arr, fields):
     """(codes, rc_codes, offsets, quals, names, name_offsets, comments, comment_offsets, first record
-    with a quality outside '!'..'~' or -1) of scanned records; codes are mapping codes (encoding.code_of),
+    with a quality outside '!'..'~' or a newline in its sequence (only a guessed scan finds those),
+    or -1) of scanned records; codes are mapping codes (encoding.code_of),
     rc_codes each read's reverse complement (encoding.reverse_into), made in the same pass (the mapper needs both)."""
     n = fields.shape[0]
     offsets = np.zeros(n + 1, np.int64)
@@ -161,8 +193,10 @@ def _gather(arr, fields, offsets, name_offsets, comment_offsets, codes, rc_codes
         s, length, q = fields[i, 2], fields[i, 3], fields[i, 4]
         o = offsets[i]
         read, out = arr[s:s + length], codes[o:o + length]
+        newline = False
         for j in range(length):
             out[j] = code_of(read[j])
+            newline |= read[j] == 10
         reverse_into(out, rc_codes[o:o + length], True)
         qual, qual_out = arr[q:q + length], quals[o:o + length]
         lo, hi = np.uint8(255), np.uint8(0)
@@ -171,6 +205,6 @@ def _gather(arr, fields, offsets, name_offsets, comment_offsets, codes, rc_codes
             qual_out[j] = c
             lo = min(lo, c)
             hi = max(hi, c)
-        bad[i] = length > 0 and (lo < 33 or hi > 126)
+        bad[i] = newline or (length > 0 and (lo < 33 or hi > 126))
         copy_into(arr[fields[i, 0]:fields[i, 1]], names[name_offsets[i]:name_offsets[i + 1]])
         copy_into(arr[fields[i, 5]:fields[i, 6]], comments[comment_offsets[i]:comment_offsets[i + 1]])

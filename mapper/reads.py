@@ -9,7 +9,7 @@ import numpy as np
 from pymap.kernels.encoding import ASCII_TO_CODE
 from pymap.kernels.threads import ordered_map
 from pymap.kernels.fastq import (BAD_HEADER, LENGTHS_DIFFER, NO_NAME, NO_PLUS, after_newline, count_newlines,
-                                 gather_records, line_ends_every, scan_records)
+                                 line_ends_every, parse_records)
 from pymap.batch import ReadBatch
 from pymap.errors import InputError
 
@@ -296,7 +296,7 @@ def _parse_fastq(arr, source, first_index, final):
     truncated record)."""
     if final and (not arr.size or arr[-1] != 10):
         arr = np.append(arr, np.uint8(10))
-    fields, consumed, error, k = scan_records(arr, MAX_NAME)
+    fields, consumed, error, k, gathered = parse_records(arr, MAX_NAME)
     if error:
         raise InputError(f"{source}: record {first_index + k + 1}: {_record_error(arr, consumed, error)}")
     rest = arr[consumed:]
@@ -305,8 +305,7 @@ def _parse_fastq(arr, source, first_index, final):
                          f"(record {first_index + len(fields) + 1})")
     if not len(fields):
         return None, rest
-    codes, rc_codes, offsets, quals, names, name_offsets, comments, comment_offsets, bad = \
-        gather_records(arr, fields)
+    codes, rc_codes, offsets, quals, names, name_offsets, comments, comment_offsets, bad = gathered
     if bad >= 0:
         raise InputError(f"{source}: record {first_index + bad + 1}: quality string holds characters "
                          f"outside '!'..'~'")

@@ -352,6 +352,44 @@ def test_scan_records_as_defined_by_lines():
         assert after_newline(arr, 0, lines) == data.rindex(b"\n") + 1
 
 
+def test_guessed_scan_parses_as_the_exact_one():
+    """parse_records guesses lines' ends at the last sequence's length: records whose lengths change
+    so that a guess lands on a newline of a shorter line (a sequence two bytes shorter, then '+'),
+    CRs, bad qualities and truncated tails give the exact scan's fields, error and gathered arrays."""
+    from pymap.kernels.fastq import gather_records, parse_records, scan_records
+    rng = np.random.default_rng(11)
+    assert parse_records(np.frombuffer(b"@a\nACGT\n+\nIIII\n@b\nAC\n+\nII\n", np.uint8), 254)[0].tolist() == \
+        [[1, 2, 3, 4, 10, 2, 2], [16, 17, 18, 2, 23, 17, 17]]
+    # the second sequence's guessed end is the last newline (its quality line's): two records still
+    assert len(parse_records(np.frombuffer(b"@a\nACGTACG\n+\nIIIIIII\n@b\nAC\n+\nII\n", np.uint8), 254)[0]) == 2
+    guessed_wrong = 0
+    for trial in range(400):
+        recs = []
+        for i in range(int(rng.integers(1, 10))):
+            length = int(rng.choice([0, 1, 38, 40, 40, 42]) if trial % 2 else rng.integers(0, 60))
+            cr = b"\r" if rng.random() < 0.1 else b""
+            qual = b"I" * length if rng.random() > 0.05 else b"I" * max(length - 1, 0) + b"\x1f"
+            if rng.random() < 0.03:
+                qual = qual[:-2]
+            recs.append(b"@r%d" % i + cr + b"\n" + bytes(rng.choice(list(b"ACGTN"), length)) + cr + b"\n+" + cr + b"\n"
+                        + qual + cr + b"\n")
+        data = b"".join(recs)
+        data += recs[int(rng.integers(0, len(recs)))][:int(rng.integers(0, 50))]      # a record cut short
+        arr = np.frombuffer(data, np.uint8)
+        fields, taken, error, k = scan_records(arr, 254)
+        got = parse_records(arr, 254)
+        assert [tuple(f) for f in got[0].tolist()] == [tuple(f) for f in fields.tolist()], data
+        assert got[1:4] == (taken, error, k), data
+        guess = scan_records(arr, 254, guess=True)
+        guessed_wrong += guess[2] != 0 or guess[0].tolist() != fields.tolist()
+        if error or not len(fields):
+            assert got[4] is None
+            continue
+        want = gather_records(arr, fields)
+        assert all(np.array_equal(a, b) for a, b in zip(got[4][:-1], want[:-1])) and got[4][-1] == want[-1], data
+    assert guessed_wrong > 20            # the data does lead guesses astray
+
+
 def test_count_code_and_gather_ranges_as_defined():
     """The per-read kernels the batches use, against NumPy over the same ranges: N counted per read,
     ranges gathered, two buffers' ranges interleaved (empty ranges and reads included)."""
