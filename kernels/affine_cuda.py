@@ -20,7 +20,7 @@ from numba import njit
 
 from pymap.kernels import affine as cpu
 from pymap.kernels.cuda_support import (call_buffers, call_inputs, call_outputs, cuda, kernel_callable, on_gpus,
-                                        resident, run_on_scratch, thread_stream)
+                                        resident, resident_reads, run_on_scratch, thread_stream)
 from pymap.kernels.threads import tally
 
 #: CIGAR ops kept per candidate on the device
@@ -133,7 +133,7 @@ def affine_align_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_s
         m = hi - lo
         nt = _threads(m, maxl, maxb)
         stream = thread_stream()
-        d_reads = [resident(a) for a in args[:4]]   # a batch's reads serve all its extender calls
+        d_reads = [*resident_reads(*args[:3]), resident(args[3])]   # a batch's reads serve all its calls
         *d, d_p = call_inputs("affine", [a[lo:hi] for a in args[4:] + (c_min,)] + [P], stream)
         d_res, d_cig, d_todo, d_count = call_buffers(
             "affine.out", [((m, 7), np.int64), ((m, SLOT), np.uint32), ((m,), np.int64), ((1,), np.int64)])

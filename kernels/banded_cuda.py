@@ -12,7 +12,7 @@ from numba import config as numba_config
 
 from pymap.kernels import banded as cpu
 from pymap.kernels.cuda_support import (call_buffers, call_inputs, call_outputs, cuda, kernel_callable, on_gpus,
-                                        resident, run_on_scratch, thread_stream)
+                                        resident, resident_reads, run_on_scratch, thread_stream)
 from pymap.kernels.threads import tally
 
 THREADS_PER_BLOCK = 128
@@ -73,7 +73,7 @@ def banded_cuda(read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand,
         bound = np.zeros(m + 1, np.int64)
         np.cumsum(slots[lo:hi], out=bound[1:])
         stream = thread_stream()
-        d_reads = [resident(a) for a in args[:4]]
+        d_reads = [*resident_reads(*args[:3]), resident(args[3])]
         *d, d_bound = call_inputs("banded", [a[lo:hi] for a in args[4:]] + [bound], stream)
         d_res, d_cig = call_buffers("banded.out", [((m, 3), np.int64), ((max(int(bound[-1]), 1),), np.uint32)])
         tpb = min(nt, THREADS_PER_BLOCK)

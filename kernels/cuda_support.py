@@ -116,29 +116,68 @@ def _keep_spare(buf, gpu):
             _SPARE.setdefault((buf.shape[0], gpu), []).append(buf)
 
 
-def _device_copy(host, stream):
-    """A device copy of host on `stream`. A batch-sized array goes through this thread's page-locked
-    staging into a spare buffer when one fits, which is kept as a spare again once the copy is gone
-    (not when the host array is: a caller may still be using the copy)."""
-    host = np.ascontiguousarray(host)
-    if host.nbytes == 0 or host.nbytes > STAGING_MAX:
-        return cuda.to_device(host, stream=stream)
-    size, gpu = _size_class(host.nbytes), current_gpu()
+def _batch_array(shape, dtype):
+    """(device array, the buffer under it) for a batch-sized array: a spare buffer of its size class
+    where one is kept, kept as a spare again once the array is gone (not when its host array is: a
+    caller may still be using the copy); a buffer of its own past STAGING_MAX (buffer None)."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    if nbytes == 0 or nbytes > STAGING_MAX:
+        return cuda.device_array(shape, dtype), None
+    size, gpu = _size_class(nbytes), current_gpu()
     with _RESIDENT_LOCK:
         spares = _SPARE.get((size, gpu))
         buf = spares.pop() if spares else None
     if buf is None:
         buf = cuda.device_array(size, np.uint8)
-    _thread_staging("resident").fill([host], [0], host.nbytes, stream, buf)
-    dev = _view_bytes(buf, 0, host.shape, host.dtype)
+    dev = _view_bytes(buf, 0, shape, dtype)
     weakref.finalize(dev, _keep_spare, buf, gpu).atexit = False
+    return dev, buf
+
+
+def _device_copy(host, stream):
+    """A device copy of host on `stream`; a batch-sized array goes through this thread's page-locked
+    staging into a _batch_array."""
+    host = np.ascontiguousarray(host)
+    if host.nbytes == 0 or host.nbytes > STAGING_MAX:
+        return cuda.to_device(host, stream=stream)
+    dev, buf = _batch_array(host.shape, host.dtype)
+    _thread_staging("resident").fill([host], [0], host.nbytes, stream, buf)
     return dev
 
 
-def resident(host):
+@cuda.jit(cache=True)
+def _k_reverse_complement(codes, offsets, out):
+    """out: each read of codes (mapping codes, ranges by offsets) reversed and complemented, N kept;
+    a thread a read (encoding.reverse_into's output)."""
+    for r in range(cuda.grid(1), offsets.shape[0] - 1, cuda.gridsize(1)):
+        a, b = offsets[r], offsets[r + 1]
+        for j in range(b - a):
+            c = codes[b - 1 - j]
+            out[a + j] = c if c > 3 else 3 - c
+
+
+def resident_reads(codes, rc_codes, offsets):
+    """The resident copies of a batch's read codes, their reverse complements (rc_codes, which must
+    hold them) and offsets. The reverse complements are made on the device from the codes, not
+    copied: half of a batch's reads' copy and of its page-locked staging."""
+    d_codes, d_offsets = resident(codes), resident(offsets)
+
+    def make(stream):
+        dev = _batch_array(d_codes.shape, np.uint8)[0]
+        n = offsets.shape[0] - 1
+        if n > 0 and d_codes.shape[0]:
+            blocks = max(1, min(4096, -(-n // 128)))
+            with gpu_lock("reverse_complement"):    # a kernel's module loads at its first launch unguarded
+                _k_reverse_complement[blocks, 128, stream](d_codes, d_offsets, dev)
+        return dev
+    return d_codes, resident(rc_codes, make), d_offsets
+
+
+def resident(host, make=None):
     """A device copy of the host array on the current GPU, made once and kept while the host array
     lives: the reference and the index are copied once a run, and one batch's reads once for all
-    the stages that use them. The host array must not change afterwards."""
+    the stages that use them. The host array must not change afterwards. make(stream): makes the
+    device array (on the thread's stream) that host holds, in place of a copy."""
     key = (id(host), current_gpu())
     with _RESIDENT_LOCK:                  # stages of batches mapped side by side ask at once: one copy
         hit = _RESIDENT.get(key)
@@ -152,14 +191,14 @@ def resident(host):
     if hit is not None:
         copied.wait()                     # another thread may still be copying it
         entry = _RESIDENT.get(key)
-        return entry[1] if entry is not None and entry[1] is not None else resident(host)
+        return entry[1] if entry is not None and entry[1] is not None else resident(host, make)
     # copied outside the lock: one batch's reads do not hold up the other batches' stages
     try:
         complete(host)          # a reference decoded on demand is copied whole
         # on this thread's stream: a copy on the default stream would wait for every kernel of the
         # other batches in flight, and hold back the ones launched after it
         stream = thread_stream()
-        dev = _device_copy(host, stream)
+        dev = _device_copy(host, stream) if make is None else make(stream)
         stream.synchronize()
     except BaseException:
         with _RESIDENT_LOCK:

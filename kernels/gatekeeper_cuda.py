@@ -30,7 +30,7 @@ from numba import config as numba_config
 from numba import uint64
 
 from pymap.kernels.cuda_support import (call_buffers, call_inputs, cuda, current_gpu, note_gpu, pinned_gpu,
-                                        resident, thread_stream)
+                                        resident_reads, thread_stream)
 from pymap.kernels.packed_ref import complete
 from pymap.kernels.gatekeeper_cpu import (MODE_FULL, MODE_NONE, MODE_PUBLISHED, REJECT, UNDEFINED,
                                     encode_pair_words)
@@ -629,7 +629,7 @@ class GateKeeperCUDA:
             # candidates go on this thread's stream, and the device's lock is held only while
             # kernels run (Numba loads a kernel's module at its first launch on a GPU unguarded)
             stream = thread_stream()
-            d_rc, d_rrc, d_off = (resident(a) for a in (read_codes, read_rc_codes, read_offsets))
+            d_rc, d_rrc, d_off = resident_reads(read_codes, read_rc_codes, read_offsets)
             per_cand = 4 + 1 + 8 * 3 + 8 + 4
             batch = self._batch_size(per_cand, hi - lo)
             kernel_ms = 0.0

@@ -14,7 +14,7 @@ from numba import config as numba_config
 from pymap.kernels import diagonal_clusters as dc
 from pymap.kernels import nbindex_query as cpu
 from pymap.kernels.cuda_support import (call_buffers, call_inputs, cuda, fetch_rows, kernel_callable, on_gpus,
-                                        replace_rows, resident, run_on_scratch, thread_stream)
+                                        replace_rows, resident, resident_reads, run_on_scratch, thread_stream)
 from pymap.kernels.threads import tally
 
 #: hits one read strand may have on the device (more: the read is seeded on the CPU)
@@ -91,7 +91,7 @@ def query_batch_cuda(codes, rc_codes, offsets, max_edits, care, span, ln, step, 
         tpb = min(nt, THREADS_PER_BLOCK)
         stream = thread_stream()
         d_index = [resident(a) for a in (blk, g, slots, pos)]
-        d_reads = [resident(a) for a in (codes, rc_codes)]
+        d_reads = resident_reads(codes, rc_codes, offsets)[:2]
         *d_in, d_over = call_inputs("nbindex", [np.asarray(a, np.int64) for a in (
             offsets[lo:hi + 1], max_edits[lo:hi], steps[lo:hi], care)] + [np.zeros(m, np.uint8)], stream)
         d_pos, d_cnt = call_buffers("nbindex.out", [((2 * m * max_cands,), np.int64), ((2 * m,), np.int64)])
