@@ -84,6 +84,7 @@ longer ones are recomputed (deterministically) straight into the output afterwar
 import numpy as np
 from numba import njit
 
+from pymap.kernels.borrow import borrowed
 from pymap.kernels.sorting import sort_pairs
 from pymap.kernels.threads import range_bounds, run_ranges
 
@@ -800,6 +801,10 @@ def _settle_range(i0, i1, read_codes, rc_codes, read_offsets, ref_codes, c_read,
                   c_min, P, slot, score, rstart, rend, qcl, qcr, nm, nops, tmp, dp):
     """Candidates i0..i1-1 settled without the DP: those that provably miss their minimum stay "no
     alignment", the ungapped shortcut answers most others at O(L); dp[i] marks the rest."""
+    (read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P, slot,
+     score, rstart, rend, qcl, qcr, nm, nops, tmp, dp) = borrowed((
+        read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P,
+        slot, score, rstart, rend, qcl, qcr, nm, nops, tmp, dp))
     bits = np.zeros(1 << (2 * Q - 6), np.uint64)
     out = np.empty(1, np.uint32)
     for i in range(i0, i1):
@@ -823,6 +828,10 @@ def _settle_range(i0, i1, read_codes, rc_codes, read_offsets, ref_codes, c_read,
 def _lanes_range(g0, g1, read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band,
                  c_min, P, order, starts, sizes, lane_l, lane_b, slot, score, rstart, rend, qcl, qcr, nm, nops, tmp):
     """Lane groups g0..g1-1 (see _lane_groups) through _align_lanes."""
+    (read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P, order,
+     starts, sizes, slot, score, rstart, rend, qcl, qcr, nm, nops, tmp) = borrowed((
+        read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P,
+        order, starts, sizes, slot, score, rstart, rend, qcl, qcr, nm, nops, tmp))
     RD, WT, RB, H, F, X, E, T, G, dirs = _lane_scratch(lane_l, lane_b)
     rev = np.empty(2 * lane_l + 1, np.uint32)
     out = np.empty(LANES * (2 * lane_l + 3), np.uint32)
@@ -849,6 +858,10 @@ def _singles_range(t0, t1, read_codes, rc_codes, read_offsets, ref_codes, c_read
                    c_min, P, singles, maxl, maxb, slot, score, rstart, rend, qcl, qcr, nm, nops, tmp):
     """Candidates singles[t0:t1] through the one-candidate DP (a kernel apart from _lanes_range: one
     kernel holding both DPs compiles 4 s longer)."""
+    (read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P, singles,
+     slot, score, rstart, rend, qcl, qcr, nm, nops, tmp) = borrowed((
+        read_codes, rc_codes, read_offsets, ref_codes, c_read, c_strand, c_pos, c_lo, c_hi, c_band, c_min, P,
+        singles, slot, score, rstart, rend, qcl, qcr, nm, nops, tmp))
     H, F, G, X, GC, Y, dirs, rev, out = _scratch(maxl, maxb)
     for t in range(t0, t1):
         i = singles[t]

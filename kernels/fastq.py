@@ -5,6 +5,7 @@ the parse on two cores."""
 import numpy as np
 from numba import njit
 
+from pymap.kernels.borrow import borrowed
 from pymap.kernels.encoding import code_of, reverse_into
 from pymap.kernels.text import copy_into
 
@@ -97,6 +98,7 @@ def _long_line_end(arr, start, length, last, guess):
 
 @njit(cache=True, nogil=True)
 def _scan(arr, max_name, guess):
+    arr = borrowed(arr)
     fields = np.empty((count_newlines(arr, 0, arr.shape[0]) // 4, 7), np.int64)
     last = arr.shape[0] - 1     # the last newline: a guessed line's end may have passed newlines, and
     while fields.shape[0] and arr[last] != 10:      # no search may run past this one (a scan that

@@ -11,6 +11,7 @@ import math
 import numpy as np
 from numba import njit
 
+from pymap.kernels.borrow import borrowed
 from pymap.kernels.diagonal_clusters import HIT_BIAS, HIT_SHIFT, cluster_hits
 from pymap.kernels.nbindex_build import pack_nb
 from pymap.kernels.phf import edge_vertices, g_get
@@ -388,6 +389,8 @@ def query_reads(r0, r1, codes, rc_codes, offsets, max_edits, care, span, ln, ste
                 max_cands, min_hits, blk, g, slots, pos, blk_d, dist, pos_nb, nvar, out_pos, out_cnt):
     """query_batch for reads r0..r1-1, read r cut at steps[r] (one range, one thread; scratch buffers
     grow as needed)."""
+    (codes, rc_codes, offsets, max_edits, care, steps, blk, g, slots, pos, out_pos, out_cnt) = borrowed((
+        codes, rc_codes, offsets, max_edits, care, steps, blk, g, slots, pos, out_pos, out_cnt))
     hits = np.empty(1024, np.int64)
     work = np.empty((256, 7), np.int64)
     var = np.empty(nvar, np.int64)

@@ -5,6 +5,7 @@ where a long indel may hide (extended again with a wider band)."""
 import numpy as np
 from numba import njit
 
+from pymap.kernels.borrow import borrowed
 from pymap.kernels.cigar import soft_clips
 
 
@@ -28,6 +29,8 @@ def round_picks(rank, read, bar, lo, hi, no_bar):
 def raise_bars(bar, read, found, score, cigar, cigar_offsets, strong, margin):
     """For each found alignment k of read read[k] that is unclipped and scores at least strong[read],
     bar[read] raised to its score less margin where that is higher."""
+    (bar, read, found, score, cigar, cigar_offsets, strong) = borrowed((
+        bar, read, found, score, cigar, cigar_offsets, strong))
     for k in range(read.shape[0]):
         if not found[k]:
             continue
@@ -42,6 +45,8 @@ def weak_reads(c_read, idx, found, score, cigar, cigar_offsets, good_score, n_re
     """Per read, whether its best alignment (of those found among alignment k = candidate idx[k] of
     read c_read[idx[k]]: the highest score, the first of equals) scores below good_score[read] or
     leaves min_aligned or more bases soft-clipped; True for a read with none."""
+    (c_read, idx, found, score, cigar, cigar_offsets, good_score) = borrowed((
+        c_read, idx, found, score, cigar, cigar_offsets, good_score))
     best = np.full(n_reads, -1, np.int64)
     for k in range(idx.shape[0]):
         if found[k]:
@@ -64,6 +69,8 @@ def clipped_primaries(primary, hit_aln, h_start, h_end, h_ctg, cigar, cigar_offs
     """The primary hits (primary[read] >= 0; hit k is alignment hit_aln[k]) soft-clipped by min_clip
     or more bases at an end where their contig goes on: (their hit indices, in read order, and each
     one's leading clip in the reference's orientation)."""
+    (primary, hit_aln, h_start, h_end, h_ctg, cigar, cigar_offsets, ctg_offsets) = borrowed((
+        primary, hit_aln, h_start, h_end, h_ctg, cigar, cigar_offsets, ctg_offsets))
     out = np.empty(primary.shape[0], np.int64)
     lead_out = np.empty(primary.shape[0], np.int64)
     n = 0

@@ -4,6 +4,7 @@ import functools
 import numpy as np
 from numba import njit
 
+from pymap.kernels.borrow import borrowed
 from pymap.kernels.cigar import OP_D, OP_M, soft_clips
 from pymap.kernels.contigs import contig_of
 from pymap.kernels.segments import group_starts
@@ -212,6 +213,10 @@ def select_outputs(n_reads, n_hits):
 @njit(cache=True, nogil=True)
 def _select_range(r0, r1, first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, match,
                   unit, global_first, seed, ln_q, best, n_best, sub, has_sub, mapq, primary, keep, shadow):
+    (first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, ln_q, best, n_best, sub, has_sub,
+     mapq, primary, keep, shadow) = borrowed((
+        first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, ln_q, best, n_best, sub,
+        has_sub, mapq, primary, keep, shadow))
     for r in range(r0, r1):
         select_read(r, first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, match, unit,
                     global_first, seed, ln_q, best, n_best, sub, has_sub, mapq, primary, keep, shadow)
@@ -220,6 +225,10 @@ def _select_range(r0, r1, first, h_strand, h_start, h_score, h_qbeg, h_qend, cod
 @njit(cache=True, nogil=True)
 def _select_listed(reads, first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, match, unit,
                    global_first, seed, ln_q, best, n_best, sub, has_sub, mapq, primary, keep, shadow):
+    (first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, ln_q, best, n_best, sub, has_sub,
+     mapq, primary, keep, shadow) = borrowed((
+        first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, ln_q, best, n_best, sub,
+        has_sub, mapq, primary, keep, shadow))
     for r in reads:
         select_read(r, first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, match, unit,
                     global_first, seed, ln_q, best, n_best, sub, has_sub, mapq, primary, keep, shadow)
@@ -309,6 +318,7 @@ def query_spans(cigar, cigar_offsets, which, strand, length):
 
 @njit(cache=True, nogil=True)
 def _query_spans(cigar, cigar_offsets, which, strand, length):
+    cigar, cigar_offsets, which, strand, length = borrowed((cigar, cigar_offsets, which, strand, length))
     n = which.shape[0]
     begin = np.zeros(n, np.int64)
     end = np.empty(n, np.int64)
@@ -333,6 +343,8 @@ def hit_spans(cigar, cigar_offsets, hit_aln, h_start, h_strand, length, ctg_offs
 
 @njit(cache=True, nogil=True)
 def _hit_spans(cigar, cigar_offsets, hit_aln, h_start, h_strand, length, ctg_offsets):
+    (cigar, cigar_offsets, hit_aln, h_start, h_strand, length, ctg_offsets) = borrowed((
+        cigar, cigar_offsets, hit_aln, h_start, h_strand, length, ctg_offsets))
     qbeg, qend = _query_spans(cigar, cigar_offsets, hit_aln, h_strand, length)
     n = hit_aln.shape[0]
     end = np.empty(n, np.int64)
@@ -398,6 +410,8 @@ def supplementary_mapq(h_read, h_qbeg, h_qend, h_score, keep, shadow, primary, s
 @njit(cache=True, nogil=True)
 def _part_mapqs(score, sub, has_sub, part, read_len, read_maxe, match, unit, ln_q):
     """part_mapq of each (single best) hit."""
+    (score, sub, has_sub, part, read_len, read_maxe, ln_q) = borrowed((
+        score, sub, has_sub, part, read_len, read_maxe, ln_q))
     out = np.empty(score.shape[0], np.int64)
     for i in range(score.shape[0]):
         out[i] = part_mapq(score[i], 1, sub[i], has_sub[i], part[i], read_len[i], read_maxe[i], match, unit, ln_q)
