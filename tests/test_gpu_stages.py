@@ -207,7 +207,7 @@ def compare_seeding(n_reads, e_nb):
     repeat copies (reads there overflow the device's hit buffers and are seeded by the CPU; with
     max_occ 20 every pattern of a read inside them is over-frequent, and the read is seeded from a
     sample), reads with errors and N, lossy and lossless steps, a batch queried whole and in parts
-    of 7 reads."""
+    of 7 reads (its reads new to the device: their reverse complements made there from all of them)."""
     from pymap.reference import Reference
     from pymap.seeders import neighborhood
     from pymap.seeders.neighborhood import NeighborhoodSeeder
@@ -225,6 +225,7 @@ def compare_seeding(n_reads, e_nb):
     for opts, slots in (({"e_nb": e_nb}, whole), ({"e_nb": e_nb, "lossless": True, "max_occ": 2000}, whole),
                         ({"e_nb": e_nb, "max_occ": 20}, whole), ({"e_nb": e_nb}, 2 * 7 * neighborhood.DEFAULT_MAX_CANDS)):
         neighborhood.QUERY_SLOTS = slots
+        batch = batch.subset(np.arange(len(batch)))     # new arrays: the device copies made by this query
         cpu_seeder = NeighborhoodSeeder(**opts)
         index = cpu_seeder.build_index(ref)
         gpu_seeder = NeighborhoodSeeder(device="gpu", **opts)
