@@ -158,8 +158,8 @@ def _k_reverse_complement(codes, offsets, out):
 
 def resident_reads(codes, rc_codes, offsets):
     """The resident copies of a batch's read codes, their reverse complements (rc_codes, which must
-    hold them) and offsets. The reverse complements are made on the device from the codes, not
-    copied: half of a batch's reads' copy and of its page-locked staging."""
+    hold them) and offsets, those of every read codes holds. The reverse complements are made on the
+    device from the codes, not copied: half of a batch's reads' copy and of its page-locked staging."""
     d_codes, d_offsets = resident(codes), resident(offsets)
 
     def make(stream):

@@ -325,19 +325,23 @@ def test_lazy_reference_reaches_the_gpu_whole(where):
     assert run_check("compare_lazy_copies", where)["same"] == [True, True]
 
 
-def compare_mapping(n_reads, paired, seeder="neighborhood", lazy=False, report_all=False):
+def compare_mapping(n_reads, paired, seeder="neighborhood", lazy=False, report_all=False, query_parts=False):
     """`--device gpu` against `--device cpu` on the bundled lambda example (the first n_reads reads;
     paired: read pairs made from them), three batches side by side: the same records, and the
     summary names the GPU stages.
     lazy: the reference decoded from its index on demand, as a large genome's (the GPU copy decodes it all).
-    report_all: --all, every location within e (the edit-distance extender)."""
+    report_all: --all, every location within e (the edit-distance extender).
+    query_parts: the neighborhood seeder queries each batch in parts of 7 reads (as a large batch's)."""
     import gzip
     import shutil
     import tempfile
     from pymap import api, reference
     from pymap.options import AlignOptions
+    from pymap.seeders import neighborhood
     if lazy:
         reference.EAGER_BASES = 0
+    if query_parts:
+        neighborhood.QUERY_SLOTS = 2 * 7 * neighborhood.DEFAULT_MAX_CANDS
     root = TESTS.parent / "examples"
     tmp = Path(tempfile.mkdtemp())
     shutil.copy(root / "lambda.fa", tmp / "lambda.fa")
@@ -367,15 +371,15 @@ def compare_mapping(n_reads, paired, seeder="neighborhood", lazy=False, report_a
             "on_gpu": list(stats["gpu"].on_gpu), "on_cpu": list(stats["cpu"].on_gpu)}
 
 
-@pytest.mark.parametrize("paired,seeder,lazy,report_all",
-                         [(False, "neighborhood", False, False), (True, "neighborhood", False, False),
-                          (False, "minimizer", False, False), (True, "minimizer", True, False),
-                          (False, "neighborhood", False, True)],
-                         ids=["single", "pairs", "minimizer", "lazy-reference", "all-edit-distance"])
+@pytest.mark.parametrize("paired,seeder,lazy,report_all,query_parts",
+                         [(False, "neighborhood", False, False, False), (True, "neighborhood", False, False, False),
+                          (False, "minimizer", False, False, False), (True, "minimizer", True, False, False),
+                          (False, "neighborhood", False, True, False), (True, "neighborhood", False, False, True)],
+                         ids=["single", "pairs", "minimizer", "lazy-reference", "all-edit-distance", "query-parts"])
 @pytest.mark.parametrize("where", ["simulator", "gpu"])
-def test_mapping_on_gpu_equals_cpu(where, paired, seeder, lazy, report_all):
+def test_mapping_on_gpu_equals_cpu(where, paired, seeder, lazy, report_all, query_parts):
     res = run_check("compare_mapping", where, 150 if where == "simulator" else 2000, paired, seeder, lazy,
-                    report_all)
+                    report_all, query_parts)
     assert res["same"] and res["records"] > 150
     assert res["on_gpu"] == ["seed", "filter", "extend", "select"] and res["on_cpu"] == []
 
