@@ -7,7 +7,8 @@
   threads (the reader thread cuts runs of --batch-size records, the parse threads turn them into
   batches), the fastest of --repeats passes;
 - the kernels on one thread: the runs of the file cut first (not timed), then the scan (records
-  found and checked; as the mapper scans, guessing lines' ends, and checking each) and the gather (codes, reverse complements, qualities, names) of every run.
+  found and checked; as the mapper scans, guessing lines' ends, and checking each) and the gather
+  (codes, reverse complements, qualities, names) of every run.
 
 Seconds and reads per second on stdout. The file should be in the page cache (run once before).
 """
@@ -46,7 +47,8 @@ def main():
     records.close()
     if records.fmt != "fastq":
         raise SystemExit(f"{args.reads}: not FASTQ")
-    s_exact, scanned = best_of(args.repeats, lambda: [fastq.scan_records(arr, reads.MAX_NAME)[0] for arr, _, _ in runs])
+    s_exact, scanned = best_of(args.repeats, lambda: [fastq.scan_records(arr, reads.MAX_NAME)[0]
+                                                      for arr, _, _ in runs])
     s_scan, _ = best_of(args.repeats, lambda: [fastq.scan_records(arr, reads.MAX_NAME, guess=True)[0]
                                                for arr, _, _ in runs])
     s_gather, _ = best_of(args.repeats, lambda: [fastq.gather_records(arr, f)
