@@ -5,8 +5,9 @@ to a helper or slices it inside a loop, some of those counts survive its referen
 atomic increment and decrement for every call or slice. Threads that count one array's references at
 once contend for it: a GPU pair worker on an H100 spent a tenth of its samples there (BENCHMARKS.md,
 thirty-seventh session). `borrowed` gives views with no memory record, whose counts, and those of
-every slice of them and every helper they are passed to, do nothing. A kernel that allocates nothing
-can take `_nrt=False` instead (kernels/sam.py).
+every slice of them and every helper they are passed to, do nothing. It is for kernels that allocate
+(their outputs, scratch): one that allocates nothing is compiled with `_nrt=False` instead, which
+counts nothing at all (kernels/sam.py, the range kernels of select, pairing and text).
 """
 from numba import types
 from numba.core import cgutils

@@ -9,7 +9,6 @@ shows the first, so the smallest code present is the first rule broken anywhere.
 import numpy as np
 from numba import njit
 
-from pymap.kernels.borrow import borrowed
 from pymap.kernels.cigar import OP_D, OP_I, OP_M, OP_S
 from pymap.kernels.threads import range_bounds, run_ranges
 
@@ -59,13 +58,9 @@ def alignments_errors(found, score, edits, start, max_edits, lo, hi, edit_scorin
     return err, nm
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _alignments_range(i0, i1, found, score, edits, start, max_edits, lo, hi, edit_scoring, walk, cigar, offsets,
                       read_codes, rc_codes, read_offsets, c_read, c_strand, ref_codes, err, nm):
-    (found, score, edits, start, max_edits, lo, hi, cigar, offsets, read_codes, rc_codes, read_offsets, c_read,
-     c_strand, ref_codes, err, nm) = borrowed((
-        found, score, edits, start, max_edits, lo, hi, cigar, offsets, read_codes, rc_codes, read_offsets,
-        c_read, c_strand, ref_codes, err, nm))
     for i in range(i0, i1):
         f = found[i]
         if f and (edits[i] < 0 or (edit_scoring and edits[i] > max_edits[i])):

@@ -5,7 +5,6 @@ import math
 import numpy as np
 from numba import njit
 
-from pymap.kernels.borrow import borrowed
 from pymap.kernels.segments import group_starts
 from pymap.kernels.select import MAPQ_MAX, NO_SHADOW, mix64
 from pymap.kernels.threads import range_bounds, run_ranges
@@ -153,14 +152,11 @@ def pair_hits(h_read, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, 
     return pick1, pick2, pair_mapq
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _pair_range(t0, t1, todo, first, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, penalty, mean, std,
                 low, high, match, unit, unpaired_penalty, global_first, seed, pick1, pick2, pair_mapq):
     """pair_hits for pairs todo[t0:t1]. A pair's score is at most its two hits' scores (the insert
     penalty is >= 0), so the penalty is computed only for pairs that can still matter."""
-    (todo, first, h_strand, h_start, h_end, h_ctg,
-     h_score, h_shadow, keep, penalty, pick1, pick2, pair_mapq) = borrowed((
-        todo, first, h_strand, h_start, h_end, h_ctg, h_score, h_shadow, keep, penalty, pick1, pick2, pair_mapq))
     neg = np.iinfo(np.int64).min
     for t in range(t0, t1):
         p = todo[t]

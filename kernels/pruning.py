@@ -25,12 +25,10 @@ def round_picks(rank, read, bar, lo, hi, no_bar):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def raise_bars(bar, read, found, score, cigar, cigar_offsets, strong, margin):
     """For each found alignment k of read read[k] that is unclipped and scores at least strong[read],
     bar[read] raised to its score less margin where that is higher."""
-    (bar, read, found, score, cigar, cigar_offsets, strong) = borrowed((
-        bar, read, found, score, cigar, cigar_offsets, strong))
     for k in range(read.shape[0]):
         if not found[k]:
             continue

@@ -210,25 +210,17 @@ def select_outputs(n_reads, n_hits):
             np.empty(n_hits, np.bool_), np.empty(n_hits, np.int64))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _select_range(r0, r1, first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, match,
                   unit, global_first, seed, ln_q, best, n_best, sub, has_sub, mapq, primary, keep, shadow):
-    (first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, ln_q, best, n_best, sub, has_sub,
-     mapq, primary, keep, shadow) = borrowed((
-        first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, ln_q, best, n_best, sub,
-        has_sub, mapq, primary, keep, shadow))
     for r in range(r0, r1):
         select_read(r, first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, match, unit,
                     global_first, seed, ln_q, best, n_best, sub, has_sub, mapq, primary, keep, shadow)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _select_listed(reads, first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, match, unit,
                    global_first, seed, ln_q, best, n_best, sub, has_sub, mapq, primary, keep, shadow):
-    (first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, ln_q, best, n_best, sub, has_sub,
-     mapq, primary, keep, shadow) = borrowed((
-        first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, ln_q, best, n_best, sub,
-        has_sub, mapq, primary, keep, shadow))
     for r in reads:
         select_read(r, first, h_strand, h_start, h_score, h_qbeg, h_qend, codes, offsets, read_maxe, match, unit,
                     global_first, seed, ln_q, best, n_best, sub, has_sub, mapq, primary, keep, shadow)

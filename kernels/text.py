@@ -3,7 +3,6 @@ two buffers' ranges interleaved (mates side by side)."""
 import numpy as np
 from numba import njit
 
-from pymap.kernels.borrow import borrowed
 from pymap.kernels.threads import range_bounds, run_ranges
 
 
@@ -23,9 +22,8 @@ def gather_ranges(buf, starts, ends):
     return out, offsets
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _gather_ranges(i0, i1, buf, starts, ends, offsets, out):
-    buf, out = borrowed(buf), borrowed(out)
     for i in range(i0, i1):
         copy_into(buf[starts[i]:ends[i]], out[offsets[i]:offsets[i + 1]])
 
@@ -45,9 +43,8 @@ def interleave_ranges(a, a_offsets, b, b_offsets):
     return out, offsets
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _interleave_ranges(i0, i1, a, a_offsets, b, b_offsets, offsets, out):
-    a, b, out = borrowed(a), borrowed(b), borrowed(out)
     for i in range(i0, i1):
         copy_into(a[a_offsets[i]:a_offsets[i + 1]], out[offsets[2 * i]:offsets[2 * i + 1]])
         copy_into(b[b_offsets[i]:b_offsets[i + 1]], out[offsets[2 * i + 1]:offsets[2 * i + 2]])
