@@ -48,17 +48,33 @@ def _contiguous_bytes(arr):
     return isinstance(arr, types.Array) and arr.dtype == types.uint8 and arr.ndim == 1 and arr.layout == "C"
 
 
+def _word_pointer(context, builder, sig, args):
+    """A uint64 pointer to the bytes of array args[0] at index args[1] (any alignment)."""
+    data = context.make_array(sig.args[0])(context, builder, value=args[0]).data
+    at = builder.gep(data, [context.cast(builder, args[1], sig.args[1], types.intp)])
+    return builder.bitcast(at, ir.IntType(64).as_pointer())
+
+
 @intrinsic
-def _word_reversed(typingctx, arr, i):
-    """The 8 bytes of a uint8 array at i (any alignment) as a uint64 whose lowest byte is arr[i + 7]:
-    one load and one byte swap."""
+def word_at(typingctx, arr, i):
+    """The 8 bytes of a uint8 array at i (any alignment) as a uint64 whose lowest byte is arr[i]: one
+    load. The caller keeps i + 8 within the array."""
     if not _contiguous_bytes(arr) or not isinstance(i, types.Integer):
         return None
 
     def codegen(context, builder, sig, args):
-        data = context.make_array(arr)(context, builder, value=args[0]).data
-        at = builder.gep(data, [context.cast(builder, args[1], sig.args[1], types.intp)])
-        return builder.bswap(builder.load(builder.bitcast(at, ir.IntType(64).as_pointer()), align=1))
+        return builder.load(_word_pointer(context, builder, sig, args), align=1)
+    return types.uint64(arr, i), codegen
+
+
+@intrinsic
+def _word_reversed(typingctx, arr, i):
+    """word_at with its bytes in reverse order (lowest arr[i + 7]): one load and one byte swap."""
+    if not _contiguous_bytes(arr) or not isinstance(i, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bswap(builder.load(_word_pointer(context, builder, sig, args), align=1))
     return types.uint64(arr, i), codegen
 
 
@@ -69,10 +85,8 @@ def _put_word(typingctx, arr, i, w):
         return None
 
     def codegen(context, builder, sig, args):
-        data = context.make_array(arr)(context, builder, value=args[0]).data
-        at = builder.gep(data, [context.cast(builder, args[1], sig.args[1], types.intp)])
         builder.store(context.cast(builder, args[2], sig.args[2], types.uint64),
-                      builder.bitcast(at, ir.IntType(64).as_pointer()), align=1)
+                      _word_pointer(context, builder, sig, args), align=1)
         return context.get_dummy_value()
     return types.none(arr, i, w), codegen
 

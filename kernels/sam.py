@@ -10,9 +10,10 @@ uint8, integers as int64, no literal arguments, which Numba would compile once p
 """
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from pymap.kernels.contigs import contig_of
-from pymap.kernels.encoding import ascii_of, reverse_into
+from pymap.kernels.encoding import ascii_of, reverse_into, word_at
 from pymap.kernels.text import copy_into
 from pymap.kernels.threads import range_bounds, run_ranges
 
@@ -58,6 +59,8 @@ _REASON = np.int64(75)         # REASON_BYTES
 
 # CIGAR op codes (BAM order MIDNSHP=X)
 _OP_M, _OP_I, _OP_D, _OP_N, _OP_S, _OP_EQ, _OP_X = 0, 1, 2, 3, 4, 7, 8
+#: bit 2 of each byte of a word of mapping codes: set where the code is N
+_FOURS = np.uint64(0x0404040404040404)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -138,17 +141,27 @@ def _put_md(buf, p, cigar, c0, c1, ref_codes, start, src, a):
         n = np.int64(cigar[k] >> 4)
         op = cigar[k] & 15
         if op == _OP_M or op == _OP_EQ or op == _OP_X:
-            rv = ref_codes[q:q + n]
-            sv = src[j:j + n]
-            for t in range(n):
-                rc = rv[t]
-                if rc == sv[t] and rc < 4:
+            t = np.int64(0)
+            while t < n:
+                if n - t >= 8:          # eight bases a step: the first that is not a match of ACGT, if any
+                    wr = word_at(ref_codes, q + t)
+                    differ = (wr ^ word_at(src, j + t)) | (wr & _FOURS)
+                    if differ == 0:
+                        run += 8
+                        t += 8
+                        continue
+                    k = np.int64(trailing_zeros(differ) >> 3)
+                    run += k
+                    t += k
+                elif ref_codes[q + t] == src[j + t] and ref_codes[q + t] < 4:
                     run += 1
-                else:
-                    p = _put_int(buf, p, np.int64(run))
-                    p = _put(buf, p, ascii_of(rc))
-                    run = 0
-                    nm += 1
+                    t += 1
+                    continue
+                p = _put_int(buf, p, np.int64(run))
+                p = _put(buf, p, ascii_of(ref_codes[q + t]))
+                run = 0
+                nm += 1
+                t += 1
             q += n
             j += n
         elif op == _OP_I:

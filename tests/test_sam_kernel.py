@@ -232,6 +232,36 @@ def test_random_alignments_with_soft_clips_checked_by_pysam(seed, with_quals):
             assert (fields[10] == "*") == (not with_quals)
 
 
+@pytest.mark.parametrize("seed", [4, 5])
+def test_md_of_long_matches(seed):
+    """MD and NM of reads of 100-300 bases with few mismatches (the formatter compares eight bases a
+    step): mismatches at every place in a step and in the tail, Ns in the reference and the read
+    (an N matched by an N is a mismatch), over an indel, on both strands."""
+    rng = np.random.default_rng(seed)
+    ref = "".join(rng.choice(list("ACGT"), 3000))
+    ref = ref[:1000] + "N" * 3 + ref[1003:1500] + "N" + ref[1501:]
+    contigs = {"c": ref}
+    reads, plan = [], []
+    for i in range(120):
+        length = int(rng.integers(100, 301))
+        cut = int(rng.integers(1, length - 1))
+        cigar = [("M", length)] if i % 2 else [("M", cut), ("D" if i % 4 == 0 else "I", 2), ("M", length - cut - 2)]
+        if i % 4 == 0:
+            cigar[-1] = ("M", length - cut)
+        span = sum(n for op, n in cigar if op in "MD")
+        pos = int(rng.integers(0, len(ref) - span)) if i % 5 else int(rng.integers(max(0, 1001 - span), 1001))
+        oriented, _ = apply_cigar(rng, ref, pos, cigar, p_mismatch=0.01 if i % 3 else 0.0, p_n=0.004)
+        strand = i % 2
+        reads.append((f"m{i}", revcomp(oriented) if strand else oriented, "I" * len(oriented)))
+        plan.append((pos, cigar, strand, oriented))
+    b = Batch(contigs, reads)
+    for i, (pos, cigar, strand, _) in enumerate(plan):
+        b.add(i, flag=16 * strand, strand=strand, contig="c", pos=pos, cigar=cigar)
+    for line, (pos, cigar, strand, oriented) in zip(b.lines(), plan):
+        check_alignment(pysam.AlignedSegment.fromstring(line, b.header()), contigs, oriented, cigar, strand,
+                        "I" * len(oriented))
+
+
 def test_soft_clips_by_hand():
     ref = "ACGTACGTAC" + "GGGGCCCCAA" + "TTTT"
     contigs = {"c": ref}
