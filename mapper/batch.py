@@ -194,14 +194,18 @@ class Alignments:
         return self.found.shape[0]
 
     @staticmethod
-    def concat(a, b):
-        """a's entries then b's (CIGARs included when both have them)."""
-        cat = lambda x, y: np.concatenate([x, y])   # noqa: E731
-        out = Alignments(cat(a.found, b.found), cat(a.score, b.score), cat(a.edits, b.edits),
-                         cat(a.start, b.start))
-        if a.cigar is not None and b.cigar is not None:
-            out.cigar = cat(a.cigar, b.cigar)
-            out.cigar_offsets = cat(a.cigar_offsets, b.cigar_offsets[1:] + a.cigar_offsets[-1])
+    def join(parts):
+        """The entries of every Alignments in parts, in turn (CIGARs included when all have them), each
+        array joined once."""
+        if len(parts) == 1:
+            return parts[0]
+        cat = lambda name: np.concatenate([getattr(a, name) for a in parts])   # noqa: E731
+        out = Alignments(cat("found"), cat("score"), cat("edits"), cat("start"))
+        if all(a.cigar is not None for a in parts):
+            out.cigar = cat("cigar")
+            ends = np.cumsum([0] + [a.cigar_offsets[-1] for a in parts[:-1]])
+            out.cigar_offsets = np.concatenate([parts[0].cigar_offsets[:1]]
+                                               + [a.cigar_offsets[1:] + e for a, e in zip(parts, ends)])
         return out
 
     def take(self, index):

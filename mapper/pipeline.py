@@ -197,10 +197,11 @@ class Pipeline:
     def candidate_batch(self, batch, read, strand, pos, lo, hi, max_edits):
         """A CandidateBatch of these candidates, the reference decoded wherever a filter or an
         extender may read it for them (Reference.ensure)."""
-        L = batch.lengths[read].astype(np.int64)
-        reach = 2 * np.asarray(max_edits, np.int64) + self.band_reach
-        pos = np.asarray(pos, np.int64)
-        self.ref.ensure(np.maximum(lo, pos - reach), np.minimum(hi, pos + L + reach))
+        if self.ref.on_demand:          # else the windows' arrays are a waste: every code is readable
+            L = batch.lengths[read].astype(np.int64)
+            reach = 2 * np.asarray(max_edits, np.int64) + self.band_reach
+            pos = np.asarray(pos, np.int64)
+            self.ref.ensure(np.maximum(lo, pos - reach), np.minimum(hi, pos + L + reach))
         return CandidateBatch(batch, self.ref.codes, read, strand, pos, lo, hi, max_edits)
 
     def filter(self, cands, estimates=False, filt=None):
@@ -259,7 +260,7 @@ class Pipeline:
         self.stats.rescued += rescue.size
         if rescue.size == 0:
             return idx, aln
-        return np.concatenate([idx, rescue]), Alignments.concat(aln, self.extend(cands.take(rescue), pairs))
+        return np.concatenate([idx, rescue]), Alignments.join([aln, self.extend(cands.take(rescue), pairs)])
 
     def hits(self, batch, pairs=False):
         """Seed, filter, extend and select for every read of a batch (Hits, see there); pairs: the
@@ -340,7 +341,7 @@ class Pipeline:
         found = aln.found.copy()
         found[a[retry[better]]] = False
         again.found = better
-        return (np.concatenate([ext_idx, c]), Alignments.concat(dataclasses.replace(aln, found=found), again),
+        return (np.concatenate([ext_idx, c]), Alignments.join([dataclasses.replace(aln, found=found), again]),
                 cands.read[c[better]])
 
     def select(self, batch, lengths, maxe, reason0, has_cand, aln_read, aln_strand, aln, mapq_cap):
@@ -468,10 +469,7 @@ class Pipeline:
         rest = np.flatnonzero(~done)
         if rest.size:
             extend(rest, bar)
-        out = alns[0]
-        for aln in alns[1:]:
-            out = Alignments.concat(out, aln)
-        return np.concatenate(parts), out
+        return np.concatenate(parts), Alignments.join(alns)
 
     def map_batch(self, batch):
         """SAM text for a batch (format_sam's pieces), every read exactly once as primary or unmapped."""
@@ -590,9 +588,7 @@ class Pipeline:
                      if f is not None and f[1].found.any()]
             if not found:
                 continue        # nothing to select or pair again
-            aln = h.aln
-            for _, more in found:
-                aln = Alignments.concat(aln, more)
+            aln = Alignments.join([h.aln] + [more for _, more in found])
             h, picks = self.reselect_pairs(h, np.concatenate([h.aln_read] + [c.read for c, _ in found]),
                                            np.concatenate([h.aln_strand] + [c.strand for c, _ in found]), aln,
                                            np.concatenate([c.read[a.found] for c, a in found]), model, picks)

@@ -38,6 +38,11 @@ class Reference:
     def __len__(self):
         return len(self.names)
 
+    @property
+    def on_demand(self):
+        """True when the codes are decoded on demand (ensure does something)."""
+        return self.lazy is not None
+
     def ensure(self, starts, ends):
         """Make codes[starts[i]:ends[i]] readable for every i (arrays of global positions, clamped to
         the genome). A no-op unless the codes are decoded on demand (a large reference loaded from its

@@ -82,7 +82,7 @@ def test_reselect_equals_select(sim_data, change, share, monkeypatch):
             more = Alignments(np.ones(some.size, np.bool_), h.aln.score[some] + rng.integers(-3, 2, some.size),
                               h.aln.edits[some], h.aln.start[some] + rng.integers(-2, 3, some.size),
                               *gather_cigars(h.aln, some))
-            aln = Alignments.concat(h.aln, more)
+            aln = Alignments.join([h.aln, more])
             aln_read = np.concatenate([h.aln_read, h.aln_read[some]])
             aln_strand = np.concatenate([h.aln_strand, h.aln_strand[some]])
         want = pipe.select(batch, h.lengths, h.maxe, h.reason0, h.has_cand, aln_read, aln_strand, aln, h.mapq_cap)
