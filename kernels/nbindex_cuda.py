@@ -67,14 +67,17 @@ def _k_query(codes, rc_codes, offsets, max_edits, steps, care, span, ln, e_nb, m
 
 
 def query_batch_cuda(codes, rc_codes, offsets, max_edits, care, span, ln, step, lossless, e_nb, max_occ, max_cands,
-                     min_hits, blk, g, slots, pos, timing=None, batch_offsets=None):
+                     min_hits, blk, g, slots, pos, timing=None, reads=None):
     """kernels.nbindex_query.query_batch for the 'phf' layout on the GPUs (the reads split evenly
-    over every visible one), same arguments; returns (counts int64[2n], positions): the candidate
-    count of each read/strand slot (2 r + s) and their positions, slot after slot (only these leave
-    the device). The index arrays are copied to the device once.
-    timing: a dict whose "kernel_ms" gets the kernel's time (CUDA events) added.
-    batch_offsets: where offsets are those of a part of the reads codes holds, the offsets of all of
-    them (the device makes their reverse complements from these: cuda_support.resident_reads)."""
+    over every visible one), same arguments but for a batch's reads (offsets, max_edits: of every
+    read codes holds) of which reads=(r0, r1) are queried (None: all); returns (counts int64[2n],
+    positions) of those n reads: the candidate count of each read/strand slot (2 r + s) and their
+    positions, slot after slot (only these leave the device). The batch's reads and the index arrays
+    are copied to the device once (cuda_support.resident_reads, resident), whatever part is queried.
+    timing: a dict whose "kernel_ms" gets the kernel's time (CUDA events) added."""
+    batch_offsets = offsets
+    r0, r1 = (0, offsets.shape[0] - 1) if reads is None else reads
+    offsets, max_edits = offsets[r0:r1 + 1], max_edits[r0:r1]
     n = offsets.shape[0] - 1
     counts = np.zeros(2 * n, np.int64)
     if n == 0:
@@ -93,7 +96,7 @@ def query_batch_cuda(codes, rc_codes, offsets, max_edits, care, span, ln, step, 
         tpb = min(nt, THREADS_PER_BLOCK)
         stream = thread_stream()
         d_index = [resident(a) for a in (blk, g, slots, pos)]
-        d_reads = resident_reads(codes, rc_codes, offsets if batch_offsets is None else batch_offsets)[:2]
+        d_reads = resident_reads(codes, rc_codes, batch_offsets)[:2]
         *d_in, d_over = call_inputs("nbindex", [np.asarray(a, np.int64) for a in (
             offsets[lo:hi + 1], max_edits[lo:hi], steps[lo:hi], care)] + [np.zeros(m, np.uint8)], stream)
         d_pos, d_cnt = call_buffers("nbindex.out", [((2 * m * max_cands,), np.int64), ((2 * m,), np.int64)])

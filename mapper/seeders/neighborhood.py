@@ -291,13 +291,12 @@ class NeighborhoodSeeder(Seeder):
             m = r1 - r0
             if device == "gpu":
                 from pymap.kernels.nbindex_cuda import query_batch_cuda
-                # the batch's own arrays, whatever the part, with the part's offsets into them: the
-                # device copy the filter and the extender use too (resident keys on the array), not
-                # a second one of each part's view; the reverse complements are made from all reads
-                counts, found = query_batch_cuda(codes, rc, offsets[r0:r1 + 1], max_edits[r0:r1], index.care, index.span,
-                                                 index.ln, self.step, self.lossless, self.e_nb, self.max_occ, mc,
+                # the batch's own arrays, whatever the part: the device copy the filter and the
+                # extender use too (resident keys on the array), not a second one of each part's view
+                counts, found = query_batch_cuda(codes, rc, offsets, max_edits, index.care, index.span, index.ln,
+                                                 self.step, self.lossless, self.e_nb, self.max_occ, mc,
                                                  self.min_hits, a["blk"], a["g"], a["slots"], a["pos"],
-                                                 timing=self.timing, batch_offsets=offsets)
+                                                 timing=self.timing, reads=(r0, r1))
                 parts.append(from_counts(counts, found, r0))
                 continue
             out_pos = np.empty(2 * m * mc, np.int64)
