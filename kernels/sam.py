@@ -80,24 +80,42 @@ def _put_bytes(buf, p, src, a, b):
     return p + n
 
 
+#: "00" "01" ... "99": two decimal digits a lookup
+_DIGIT_PAIRS = np.frombuffer(b"".join(b"%02d" % k for k in range(100)), np.uint8).copy()
+#: 10 ** k
+_POWERS_OF_TEN = np.array([10 ** k for k in range(19)], np.int64)
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def _put_int(buf, p, v):
-    """Write the int64 v in decimal at p; returns the end."""
+    """Write the int64 v in decimal at p; returns the end. The length comes of compares (not of a
+    chain of divisions) and the digits two at a time: SAM's many small integers were a third of the
+    formatting's time."""
+    if 0 <= v < 10:
+        return _put(buf, p, np.uint8(48 + v))
     neg = v < 0
     if neg:
         v = -v
-    digits = 1 + neg
-    t = v
-    while t >= 10:
-        t //= 10
+    digits = 1
+    while digits < 19 and v >= _POWERS_OF_TEN[digits]:
         digits += 1
-    if p + digits <= buf.shape[0]:
+    end = p + neg + digits
+    if end <= buf.shape[0]:
         if neg:
             buf[p] = _MINUS
-        for k in range(digits - 1, neg - 1, -1):
-            buf[p + k] = 48 + v % 10
-            v //= 10
-    return p + digits
+        q = end
+        while v >= 100:
+            k = 2 * (v % 100)
+            buf[q - 2] = _DIGIT_PAIRS[k]
+            buf[q - 1] = _DIGIT_PAIRS[k + 1]
+            q -= 2
+            v //= 100
+        if v >= 10:
+            buf[q - 2] = _DIGIT_PAIRS[2 * v]
+            buf[q - 1] = _DIGIT_PAIRS[2 * v + 1]
+        else:
+            buf[q - 1] = 48 + v
+    return end
 
 
 @njit(cache=True, nogil=True, _nrt=False)

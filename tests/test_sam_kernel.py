@@ -449,3 +449,17 @@ def test_first_bad_comment_takes_sam_tags_only():
         assert first_bad("BC:Z:ok", bad) == 1, bad
     assert first_bad_comment(np.frombuffer(b"RG:Z:s1", np.uint8).copy(), np.array([0, 7]),
                              tag_codes(OWN_TAGS + (b"RG",))) == 0
+
+
+def test_integers_written_as_python_writes_them():
+    """The formatter's integers (positions, flags, scores, TLEN, MD runs): every length from 1 to 19
+    digits, both signs, and a buffer too short (nothing written, the end still returned)."""
+    from pymap.kernels.sam import _put_int
+    values = [0, 9, 10, 99, 100, 101, 4639675, -1, -10, -150, 2 ** 63 - 1, -(2 ** 63 - 1)]
+    values += [s * (10 ** k + d) for k in range(19) for d in (-1, 0, 1) for s in (1, -1) if 0 <= 10 ** k + d < 2 ** 63]
+    buf = np.zeros(24, np.uint8)
+    for v in values:
+        end = _put_int(buf, np.int64(2), np.int64(v))
+        assert bytes(buf[2:end]) == str(v).encode()
+        short = np.zeros(end - 1, np.uint8)
+        assert _put_int(short, np.int64(2), np.int64(v)) == end and not short[2:].any()
