@@ -48,11 +48,32 @@ def _contiguous_bytes(arr):
     return isinstance(arr, types.Array) and arr.dtype == types.uint8 and arr.ndim == 1 and arr.layout == "C"
 
 
+def _byte_pointer(context, builder, sig, args):
+    """A pointer to byte args[1] of the uint8 array args[0]."""
+    data = context.make_array(sig.args[0])(context, builder, value=args[0]).data
+    return builder.gep(data, [context.cast(builder, args[1], sig.args[1], types.intp)])
+
+
 def _word_pointer(context, builder, sig, args):
     """A uint64 pointer to the bytes of array args[0] at index args[1] (any alignment)."""
-    data = context.make_array(sig.args[0])(context, builder, value=args[0]).data
-    at = builder.gep(data, [context.cast(builder, args[1], sig.args[1], types.intp)])
-    return builder.bitcast(at, ir.IntType(64).as_pointer())
+    return builder.bitcast(_byte_pointer(context, builder, sig, args), ir.IntType(64).as_pointer())
+
+
+@intrinsic
+def prefetch(typingctx, arr, i):
+    """A hint to the CPU that arr[i] (a uint8 array) will be read soon: its cache line is fetched
+    meanwhile (llvm.prefetch; no fault whatever i is)."""
+    if not _contiguous_bytes(arr) or not isinstance(i, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        i32 = ir.IntType(32)
+        fn = builder.module.declare_intrinsic("llvm.prefetch", fnty=ir.FunctionType(
+            ir.VoidType(), [ir.IntType(8).as_pointer(), i32, i32, i32]))
+        # read (0), keep in every cache level (3), data (1)
+        builder.call(fn, [_byte_pointer(context, builder, sig, args), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+    return types.none(arr, i), codegen
 
 
 @intrinsic

@@ -13,7 +13,7 @@ from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from pymap.kernels.contigs import contig_of
-from pymap.kernels.encoding import ascii_of, reverse_into, word_at
+from pymap.kernels.encoding import ascii_of, prefetch, reverse_into, word_at
 from pymap.kernels.text import copy_into
 from pymap.kernels.threads import range_bounds, run_ranges
 
@@ -59,6 +59,10 @@ _REASON = np.int64(75)         # REASON_BYTES
 
 # CIGAR op codes (BAM order MIDNSHP=X)
 _OP_M, _OP_I, _OP_D, _OP_N, _OP_S, _OP_EQ, _OP_X = 0, 1, 2, 3, 4, 7, 8
+#: how many records ahead _records asks for the reference under an alignment, and how many of its
+#: bytes (the records of 200,000 E. coli reads, development machine: 71-85 -> 49-58 ms)
+PREFETCH_AHEAD = 4
+PREFETCH_BYTES = 256
 #: bit 2 of each byte of a word of mapping codes: set where the code is N
 _FOURS = np.uint64(0x0404040404040404)
 
@@ -252,7 +256,14 @@ def _records(buf, p, text, r0, r1, rec_read, rec_flag, rec_hit, rec_mapq, rec_re
     from that record. The records are written in one call, not a call each: this function's entry
     (its stack frame, set up at every call) cost more than a short record's text."""
     has_quals = quals.shape[0] > 0
+    last_code = ref_codes.shape[0] - 1
     for r in range(r0, r1):
+        if r + PREFETCH_AHEAD < r1 and rec_hit[r + PREFETCH_AHEAD] >= 0:
+            # MD reads the reference under each alignment, a random place: its first lines are
+            # fetched some records ahead, not waited for (a quarter of the records' time, E. coli)
+            s0 = h_start[rec_hit[r + PREFETCH_AHEAD]]
+            for k in range(0, PREFETCH_BYTES, 64):
+                prefetch(ref_codes, min(s0 + k, last_code))
         begin = p
         high = p
         read = rec_read[r]
