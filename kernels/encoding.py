@@ -79,7 +79,7 @@ def prefetch(typingctx, arr, i):
 @intrinsic
 def word_at(typingctx, arr, i):
     """The 8 bytes of a uint8 array at i (any alignment) as a uint64 whose lowest byte is arr[i]: one
-    load. The caller keeps i + 8 within the array."""
+    load on a little-endian CPU (every one Numba supports). The caller keeps i + 8 within the array."""
     if not _contiguous_bytes(arr) or not isinstance(i, types.Integer):
         return None
 
