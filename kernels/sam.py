@@ -60,7 +60,7 @@ _REASON = np.int64(75)         # REASON_BYTES
 # CIGAR op codes (BAM order MIDNSHP=X)
 _OP_M, _OP_I, _OP_D, _OP_N, _OP_S, _OP_EQ, _OP_X = 0, 1, 2, 3, 4, 7, 8
 #: how many records ahead _records asks for the reference under an alignment, and how many of its
-#: bytes (the records of 200,000 E. coli reads, development machine: 71-85 -> 49-58 ms)
+#: bytes (the records of 200,000 E. coli reads, development machine: 60-68 -> 52-62 ms)
 PREFETCH_AHEAD = 4
 PREFETCH_BYTES = 256
 #: bit 2 of each byte of a word of mapping codes: set where the code is N
@@ -260,7 +260,7 @@ def _records(buf, p, text, r0, r1, rec_read, rec_flag, rec_hit, rec_mapq, rec_re
     for r in range(r0, r1):
         if r + PREFETCH_AHEAD < r1 and rec_hit[r + PREFETCH_AHEAD] >= 0:
             # MD reads the reference under each alignment, a random place: its first lines are
-            # fetched some records ahead, not waited for (a quarter of the records' time, E. coli)
+            # fetched some records ahead, not waited for
             s0 = h_start[rec_hit[r + PREFETCH_AHEAD]]
             for k in range(0, PREFETCH_BYTES, 64):
                 prefetch(ref_codes, min(s0 + k, last_code))
