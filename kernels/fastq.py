@@ -4,9 +4,10 @@ parses several runs of records at once (reads.PARSE_THREADS), and threads inside
 the parse on two cores."""
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from pymap.kernels.borrow import borrowed
-from pymap.kernels.encoding import code_of, reverse_into
+from pymap.kernels.encoding import code_of, reverse_into, word_at
 from pymap.kernels.text import copy_into
 
 #: scan_records' error codes (0: none); reads.py turns them into messages; WRONG_GUESS: a guessed scan
@@ -96,6 +97,28 @@ def _long_line_end(arr, start, length, last, guess):
     return _line_end(arr, start)
 
 
+_BELOW_BANG = np.uint64(0x2121212121212121)
+_HIGH_BITS = np.uint64(0x8080808080808080)
+
+
+@njit(cache=True, nogil=True)
+def _name_end(arr, w, last):
+    """The first newline, blank or tab at w or after (arr[last] is a newline). Eight bytes a step
+    while none is below '!': the lowest byte flagged by (x - 0x21..) & ~x & 0x80.. is the first such
+    byte (borrows flag only bytes above it); from there byte by byte, as a byte below '!' may be
+    neither (a CR)."""
+    while w + 8 <= last:
+        x = word_at(arr, w)
+        low = (x - _BELOW_BANG) & ~x & _HIGH_BITS
+        if low != 0:
+            w += np.int64(trailing_zeros(low) >> 3)
+            break
+        w += 8
+    while arr[w] != 10 and arr[w] != 32 and arr[w] != 9:
+        w += 1
+    return w
+
+
 @njit(cache=True, nogil=True)
 def _scan(arr, max_name, guess):
     arr = borrowed(arr)
@@ -108,9 +131,7 @@ def _scan(arr, max_name, guess):
     for n in range(fields.shape[0]):
         if pos > last:
             return fields[:n], pos, WRONG_GUESS, n
-        w = pos                     # the name's end (a blank or the line's end), then the line's end
-        while arr[w] != 10 and arr[w] != 32 and arr[w] != 9:
-            w += 1
+        w = _name_end(arr, pos, last)   # the name's end (a blank or the line's end), then the line's end
         e0 = w if arr[w] == 10 else _line_end(arr, w)
         if e0 == last:
             return fields[:n], pos, WRONG_GUESS, n

@@ -321,7 +321,8 @@ def _scan_by_lines(data, max_name):
 def test_scan_records_as_defined_by_lines():
     """The scan tests a sequence line at the last one's length and a quality line at its sequence's
     before it searches: records of varying lengths, CRs, short and long lines, empty or blank-led
-    headers, and a quality line whose guessed end is a newline of the next record, all scanned as by
+    headers, long names holding high and control bytes (the name's end is searched eight bytes a
+    step), and a quality line whose guessed end is a newline of the next record, all scanned as by
     splitting lines."""
     from pymap.kernels.fastq import count_newlines, after_newline, scan_records
     rng = np.random.default_rng(7)
@@ -336,6 +337,8 @@ def test_scan_records_as_defined_by_lines():
             head = b"@" if rng.random() > 0.02 else b"x"
             plus = b"+" if rng.random() > 0.02 else b"-"
             name = b"r%d" % rng.integers(0, 10 ** int(rng.integers(1, 6)))
+            if rng.random() < 0.3:          # long names, with bytes a name may hold: high, control, CR
+                name += bytes(rng.choice(list(b"ACGT_:/-#\x01\x7f\xc3\xa9\r"), int(rng.integers(5, 40))))
             comment = [b"", b"", b" c", b"\tBC:Z:ACGT\tRX:Z:GG", b"  1:N:0:ATCACG ", b" \t"][int(rng.integers(0, 6))]
             header = head + name + comment
             if rng.random() < 0.03:                     # an empty header line, or one starting blank
