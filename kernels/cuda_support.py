@@ -145,6 +145,12 @@ def _device_copy(host, stream):
     return dev
 
 
+#: _k_reverse_complement's launch: threads a block, and at most this many blocks (each thread then
+#: takes reads a grid apart)
+RC_THREADS = 128
+RC_BLOCKS_MAX = 4096
+
+
 @cuda.jit(cache=True)
 def _k_reverse_complement(codes, offsets, out):
     """out: each read of codes (mapping codes, ranges by offsets) reversed and complemented, N kept;
@@ -166,9 +172,9 @@ def resident_reads(codes, rc_codes, offsets):
         dev = _batch_array(d_codes.shape, np.uint8)[0]
         n = offsets.shape[0] - 1
         if n > 0 and d_codes.shape[0]:
-            blocks = max(1, min(4096, -(-n // 128)))
+            blocks = max(1, min(RC_BLOCKS_MAX, -(-n // RC_THREADS)))
             with gpu_lock("reverse_complement"):    # a kernel's module loads at its first launch unguarded
-                _k_reverse_complement[blocks, 128, stream](d_codes, d_offsets, dev)
+                _k_reverse_complement[blocks, RC_THREADS, stream](d_codes, d_offsets, dev)
         return dev
     return d_codes, resident(rc_codes, make), d_offsets
 
