@@ -28,10 +28,12 @@ def cuda_available():
     Threads ask one at a time: Numba's driver marks itself initialized before cuInit returns, so a
     thread asking during another's first call went on to CUDA calls that failed with
     CUDA_ERROR_NOT_INITIALIZED (a Dask worker's threads building their pipelines at once). Every GPU
-    stage asks this before its first CUDA call (plugins.gpu_usable)."""
+    stage asks this before its first CUDA call (plugins.gpu_usable). Numba's list of the GPUs
+    (cuda.gpus) is made here too: it is made at its first use, and two threads making it at once
+    failed with "key already in dictionary" (the context start's thread and a filter's set-up)."""
     with _DRIVER_LOCK:
         try:
-            return bool(cuda.is_available())
+            return bool(cuda.is_available()) and (_simulator() or len(cuda.gpus) > 0)
         except Exception:     # noqa: BLE001
             return False
 

@@ -568,6 +568,48 @@ def test_gpu_start_up_done_before_the_first_batch():
     assert run_check("start_up_calls", "simulator") == [0, 1]
 
 
+def gpus_listed_by_threads_at_once():
+    """Threads starting CUDA at once, as a pipeline's set-up does (the contexts' start on a thread of
+    its own, stages asking cuda_available and then listing the GPUs), with Numba's making of each
+    GPU's Device slowed so that unguarded threads would each make it: the errors they raise."""
+    import threading
+    import time
+    from numba import cuda
+    from numba.cuda.cudadrv import driver
+    from pymap.kernels import cuda_support as cs
+    real = driver.Device
+
+    class SlowDevice(real):
+        def __init__(self, devnum):
+            time.sleep(0.2)
+            super().__init__(devnum)
+    driver.Device = SlowDevice
+    errors, start = [], threading.Barrier(4)
+
+    def first_use(use):
+        try:
+            start.wait()
+            use()
+        except BaseException as exc:        # noqa: BLE001
+            errors.append(repr(exc))
+
+    def stage():
+        assert cs.cuda_available()
+        assert len(cuda.gpus) == cs.gpu_count() > 0
+
+    threads = [threading.Thread(target=first_use, args=(use,)) for use in (cs.warm_up, stage, stage, stage)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    driver.Device = real
+    return errors
+
+
+def test_threads_may_start_cuda_at_once():
+    assert run_check("gpus_listed_by_threads_at_once", "gpu") == []
+
+
 def test_cuda_kernels_load_without_numba_registries(tmp_path):
     """On a real GPU, with pymap's CUDA support imported, a kernel loaded from the cache runs without
     Numba's CUDA registries installed (the first run compiles, which installs them)."""
@@ -674,31 +716,39 @@ def test_call_buffers_are_kept_per_thread(where):
 def test_threads_ask_for_the_gpu_one_at_a_time(monkeypatch):
     """cuda_available: threads that ask at once (a Dask worker's threads building their pipelines) go one
     at a time, so none goes on to CUDA calls while another is still initializing Numba's driver (which
-    marks itself initialized before cuInit returns: CUDA_ERROR_NOT_INITIALIZED on the H200 host)."""
+    marks itself initialized before cuInit returns: CUDA_ERROR_NOT_INITIALIZED on the H200 host). Numba's
+    list of the GPUs is made there too, one thread at a time (test_threads_may_start_cuda_at_once)."""
     import threading
     import time
 
     from pymap.kernels import cuda_support
-    inside, most = [0], [0]
+    inside, most, listed = [0], [0], []
     guard = threading.Lock()
 
-    def slow_is_available():
+    def slow(answer):
         with guard:
             inside[0] += 1
             most[0] = max(most[0], inside[0])
         time.sleep(0.05)
         with guard:
             inside[0] -= 1
-        return True
+        return answer
 
-    monkeypatch.setattr(cuda_support.cuda, "is_available", slow_is_available)
+    class SlowList:
+        def __len__(self):
+            listed.append(1)
+            return slow(1)
+
+    monkeypatch.setattr(cuda_support.cuda, "is_available", lambda: slow(True))
+    monkeypatch.setattr(cuda_support.cuda, "gpus", SlowList())
+    monkeypatch.setattr(cuda_support, "_simulator", lambda: False)
     answers = []
     threads = [threading.Thread(target=lambda: answers.append(cuda_support.cuda_available())) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert answers == [True] * 4 and most[0] == 1
+    assert answers == [True] * 4 and most[0] == 1 and len(listed) == 4
 
 
 def spare_buffers():
