@@ -219,13 +219,16 @@ def _elf_symbols(obj):
 
 
 def warm_numba():
-    """Numba ready to load pymap's kernels (prepare_numba) and the FASTQ scanner every worker's parse
-    uses loaded. Processes forked after this one (local Dask workers) start with both."""
+    """Numba ready to load pymap's kernels (prepare_numba) and the FASTQ parse's kernels, which every
+    worker uses, loaded. Processes forked after this one (local Dask workers) start with both."""
     prepare_numba()
     import numpy as np
 
-    from pymap.kernels.fastq import scan_records
-    scan_records(np.frombuffer(b"@r\nA\n+\nI\n", np.uint8), 1)     # a kernel every worker's parse loads
+    from pymap.kernels.fastq import parse_records
+    from pymap.reads import MAX_NAME
+    # a writable buffer, as the workers read: a read-only one (np.frombuffer of bytes) is another
+    # signature, which the first run with worker processes compiled here (2-3 s before they started)
+    parse_records(np.frombuffer(bytearray(b"@r\nA\n+\nI\n"), np.uint8), MAX_NAME)
 
 
 _announcing = False

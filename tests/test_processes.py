@@ -519,3 +519,26 @@ def test_an_auto_run_without_a_saved_index_maps_here_loading_the_reference_once(
     assert loads == [1] and _workers_left() == []
     _align(tmp_path / "one.sam", plain, batch_size=500)
     assert _body(tmp_path / "auto.sam") == _body(tmp_path / "one.sam")
+
+
+def test_the_workers_server_loads_the_parse_the_workers_call(plain):
+    """The server the workers are forked from (pymap.worker_preload) loads the FASTQ parse's kernels
+    for the arrays a worker reads (reads.read_span): a worker's parse then adds no signature, which
+    the first run with workers would compile in the server (a read-only buffer's, 2-3 s)."""
+    import subprocess
+    import sys
+    code = ("import json\n"
+            "from numba.core.registry import CPUDispatcher\n"
+            "from pymap import jitcache\n"
+            "from pymap.kernels import fastq\n"
+            "jitcache.warm_numba()\n"
+            "kernels = {n: k for n, k in vars(fastq).items() if isinstance(k, CPUDispatcher)}\n"
+            "warmed = {n: len(k.signatures) for n, k in kernels.items()}\n"
+            "from pymap.reads import read_span\n"
+            f"end = sum(len(line) for line in open({plain!r}, 'rb').readlines()[:40])\n"
+            f"batch = read_span({plain!r}, 0, end, False, 0, 'reads')\n"
+            "print(json.dumps([len(batch), warmed, {n: len(k.signatures) for n, k in kernels.items()}]))\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    n, warmed, after = __import__("json").loads(res.stdout.strip().splitlines()[-1])
+    assert n > 0 and sum(warmed.values()) >= 2 and after == warmed
