@@ -227,7 +227,7 @@ def warm_numba():
     from pymap.kernels.fastq import parse_records
     from pymap.reads import MAX_NAME
     # a writable buffer, as the workers read: a read-only one (np.frombuffer of bytes) is another
-    # signature, which the first run with worker processes compiled here (2-3 s before they started)
+    # signature, which the first run with worker processes compiled here (1.2-2.4 s before they started)
     parse_records(np.frombuffer(bytearray(b"@r\nA\n+\nI\n"), np.uint8), MAX_NAME)
 
 

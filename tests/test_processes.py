@@ -524,7 +524,8 @@ def test_an_auto_run_without_a_saved_index_maps_here_loading_the_reference_once(
 def test_the_workers_server_loads_the_parse_the_workers_call(plain):
     """The server the workers are forked from (pymap.worker_preload) loads the FASTQ parse's kernels
     for the arrays a worker reads (reads.read_span): a worker's parse then adds no signature, which
-    the first run with workers would compile in the server (a read-only buffer's, 2-3 s)."""
+    the first run with workers would compile in the server (a read-only buffer's, 1.2-2.4 s)."""
+    import json
     import subprocess
     import sys
     code = ("import json\n"
@@ -540,5 +541,5 @@ def test_the_workers_server_loads_the_parse_the_workers_call(plain):
             "print(json.dumps([len(batch), warmed, {n: len(k.signatures) for n, k in kernels.items()}]))\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
-    n, warmed, after = __import__("json").loads(res.stdout.strip().splitlines()[-1])
+    n, warmed, after = json.loads(res.stdout.strip().splitlines()[-1])
     assert n > 0 and sum(warmed.values()) >= 2 and after == warmed
