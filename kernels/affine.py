@@ -380,7 +380,6 @@ def _align_one(read, ra, L, ref, pos, lo, hi, w, P, min_score, H, F, G, X, GC, Y
                    scl, pcr, min_score, rev, out)
 
 
-
 #: candidates aligned side by side, one per SIMD lane (int16: 32 lanes in two AVX2 registers)
 LANES = 32
 #: a lane group is formed only where at least this many candidates share read length and band

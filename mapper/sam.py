@@ -33,6 +33,8 @@ def hts_format(fmt, level):
     """samtools -O value: SAM with a level is BGZF-compressed SAM; CRAM keeps its own codecs."""
     name = {"sam": "SAM", "sam.gz": "SAM", "bam": "BAM", "cram": "CRAM"}[fmt]
     return name if fmt == "sam" or level is None else f"{name},level={level}"
+
+
 #: BAI holds positions below 2**29; longer contigs need CSI (samtools index -c)
 BAI_MAX_LEN = (1 << 29) - 1
 #: the child process: one pysam.samtools command, its error as the last line on stderr

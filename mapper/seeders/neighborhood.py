@@ -220,7 +220,7 @@ class NeighborhoodSeeder(Seeder):
         params = self.build_params(genome_len)
         care, span = parse_pattern(params["pattern"])
         arrays = build_arrays(reference.codes, reference.offsets, care, span, params["nb_len"],
-                         ratio=HASH_RATIO, extra=HASH_EXTRA)
+                              ratio=HASH_RATIO, extra=HASH_EXTRA)
         return NeighborhoodIndex(params, idxfile.reference_info(reference), arrays)
 
     def save_index(self, index, path):
