@@ -5,9 +5,12 @@ their share of all samples. With native frames (`--native`), samples are also to
 (Numba's compiled code, NumPy, the CUDA driver, Python, other), and --busy leaves out the samples of
 threads waiting for a lock (Python's, or a pthread condition or mutex). --through NAME ... gives
 first the share of the samples through each of those frames (the before/after tables of BENCHMARKS.md).
+--callers NAME ... gives last, for each name, the innermost pymap frames of the samples whose innermost
+frame contains it: which call sites of pymap a native function's samples come from (NumPy's fancy
+indexing, `mapiter_trivial_get`; a copy, `pwrite64`).
 
     python scripts/spy_summary.py spy.txt [--top 40] [--under Pipeline.hits] [--exclude compile ...] [--busy]
-        [--through Pipeline.reselect read_span format_sam ...]
+        [--through Pipeline.reselect read_span format_sam ...] [--callers mapiter_trivial_get pwrite64 ...]
 """
 import argparse
 import collections
@@ -22,9 +25,12 @@ def main():
     ap.add_argument("--exclude", nargs="*", default=[], help="drop stacks with a frame containing any of these")
     ap.add_argument("--through", nargs="*", default=[], help="first, the samples through a frame containing each")
     ap.add_argument("--busy", action="store_true", help="leave out samples waiting for a lock (native frames)")
+    ap.add_argument("--callers", nargs="*", default=[],
+                    help="last, the innermost pymap frames of the samples whose innermost frame contains each")
     args = ap.parse_args()
     inclusive, own, total = collections.Counter(), collections.Counter(), 0
     innermost, kinds, through = collections.Counter(), collections.Counter(), collections.Counter()
+    callers = {name: collections.Counter() for name in args.callers}
     with (gzip.open(args.raw, "rt") if args.raw.endswith(".gz") else open(args.raw)) as fh:
         for line in fh:
             stack, _, n = line.rstrip("\n").rpartition(" ")
@@ -40,7 +46,11 @@ def main():
             own[frames[-1]] += n
             kind = what_ran(frames)
             kinds[kind] += n
-            innermost[(next((f for f in reversed(frames) if "pymap/" in f), "(none)"), kind)] += n
+            caller = next((f for f in reversed(frames) if "pymap/" in f), "(none)")
+            innermost[(caller, kind)] += n
+            for name in args.callers:
+                if name in frames[-1]:
+                    callers[name][caller] += n
             for f in set(frames):
                 if "pymap/" in f or "kernels/" in f or "mapper/" in f:
                     inclusive[f] += n
@@ -63,6 +73,10 @@ def main():
     print("## innermost pymap frame, by what ran")
     for (f, kind), n in innermost.most_common(args.top):
         print(f"{n:7d} {100 * n / max(total, 1):5.1f}%  {kind:6s} {f[:150]}")
+    for name, by in callers.items():
+        print(f"## callers of {name} ({sum(by.values())} samples)")
+        for f, n in by.most_common(args.top):
+            print(f"{n:7d} {100 * n / max(total, 1):5.1f}%  {f[:150]}")
 
 
 def waiting(frames):

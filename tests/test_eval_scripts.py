@@ -410,3 +410,26 @@ def test_spy_summary_through_and_busy(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[:5] == ["4 samples", "## through", "      3  75.0%  Pipeline.reselect",
                        "      1  25.0%  read_span", "      0   0.0%  Pipeline.write"]
+
+
+def test_spy_summary_callers(tmp_path, capsys):
+    """scripts/spy_summary.py --callers: the innermost pymap frames of the samples whose innermost frame
+    is the named native function, most first; a name no sample ends in gets an empty section."""
+    spy = _load("spy_summary")
+    raw = tmp_path / "spy.txt"
+    raw.write_text(
+        "serve (pymap/processes.py:94);CandidateBatch.take (pymap/batch.py:147);mapiter_trivial_get (numpy.so) 5\n"
+        "serve (pymap/processes.py:94);Pipeline.hits (pymap/pipeline.py:292);mapiter_trivial_get (numpy.so) 2\n"
+        "serve (pymap/processes.py:94);CandidateBatch.take (pymap/batch.py:147);LONG_add (numpy.so) 3\n")
+    argv = sys.argv
+    sys.argv = ["spy_summary.py", str(raw), "--callers", "mapiter_trivial_get", "pwrite64"]
+    try:
+        spy.main()
+    finally:
+        sys.argv = argv
+    out = capsys.readouterr().out.splitlines()
+    at = out.index("## callers of mapiter_trivial_get (7 samples)")
+    assert out[at + 1:at + 4] == ["      5  50.0%  CandidateBatch.take (pymap/batch.py:147)",
+                                  "      2  20.0%  Pipeline.hits (pymap/pipeline.py:292)",
+                                  "## callers of pwrite64 (0 samples)"]
+    assert out[-1] == "## callers of pwrite64 (0 samples)"
