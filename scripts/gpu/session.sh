@@ -210,7 +210,8 @@ for step in $steps; do
     wait
     tail -1 $W/spy.log
     cat "$OUT"/spyworkers_*.txt > "$OUT/spyworkers.txt" && rm -f "$OUT"/spyworkers_*.txt
-    python3 scripts/spy_summary.py "$OUT/spyworkers.txt" --busy --top 60 > "$OUT/spyworkers.md"
+    python3 scripts/spy_summary.py "$OUT/spyworkers.txt" --busy --top 60 --callers mapiter_trivial_get mapiter_get pwrite64 \
+      > "$OUT/spyworkers.md"
     gzip -f "$OUT/spyworkers.txt"
     rm -f $W/spy*.fq $W/warm*.fq $W/spy.sam ;;
   batchsweep)
