@@ -179,9 +179,12 @@ def test_a_worker_killed_holding_records_stops_the_run(plain, tmp_path, monkeypa
     output file."""
     from pymap import processes
     place = processes.ProcessRun._place
+    killed = []
 
     def kill_then_place(self, k, offset):
-        os.kill(self.workers[self.holder[k]].pid, signal.SIGKILL)
+        if not killed:          # once: a second kill could find the first one's worker reaped (ESRCH)
+            killed.append(k)
+            os.kill(self.workers[self.holder[k]].pid, signal.SIGKILL)
         place(self, k, offset)
 
     monkeypatch.setattr(processes.ProcessRun, "_place", kill_then_place)
