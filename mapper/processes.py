@@ -37,6 +37,11 @@ from pymap.workers import context, visible_gpus
 #: chunks sent ahead per batch mapped side by side in the workers: a worker asks for the next chunk
 #: as soon as one of its threads is free, while this process waits for the oldest
 IN_FLIGHT_PER_BATCH = 2
+#: seconds the workers get to end once told to (close): STOP_GRACE, or LOST_GRACE where one has ended
+#: unasked (killed, crashed). One killed while its thread waited for a task holds the task queue's lock
+#: for good: the others' threads can no longer take the None that ends them, and would wait it out.
+STOP_GRACE = 10
+LOST_GRACE = 1
 
 
 class _RemoteTraceback(Exception):
@@ -344,14 +349,17 @@ class ProcessRun(chunks.ChunkedRun):
             pass
 
     def close(self):
-        """Stop the workers, wait for them to end (one that does not end soon is terminated), and
-        remove the scratch directory."""
+        """Stop the workers, wait for them to end (one that does not end within STOP_GRACE, or
+        LOST_GRACE where another has ended unasked, is terminated), and remove the scratch directory."""
         alive = [p for p in self.workers if p.is_alive()]
         if alive:
             self._stop()
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + STOP_GRACE
             for p in alive:
-                p.join(max(0.1, deadline - time.monotonic()))
+                while p.is_alive() and time.monotonic() < deadline:
+                    p.join(0.1)
+                    if any(q.exitcode not in (None, 0) for q in self.workers):     # one was lost
+                        deadline = min(deadline, time.monotonic() + LOST_GRACE)
                 if p.is_alive():
                     p.terminate()
                     p.join()

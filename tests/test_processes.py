@@ -194,6 +194,32 @@ def test_a_worker_killed_holding_records_stops_the_run(plain, tmp_path, monkeypa
     assert not _workers_left()
 
 
+def test_a_worker_lost_waiting_for_a_task_does_not_hold_the_others(plain, tmp_path, monkeypatch):
+    """A worker killed while its thread waits for a task keeps the task queue's lock for good: the
+    other one, done with the only chunk, can no longer take the None that ends it. The run ends
+    without waiting STOP_GRACE for it: complete (the records of one process) where the chunk was
+    placed before the client saw the death, else WorkerLost and no output; no worker left."""
+    from pymap import processes
+    place = processes.ProcessRun._place
+
+    def kill_the_idle_one_then_place(self, k, offset):
+        idle = 1 - self.holder[k]           # one chunk: the other worker's thread waits in tasks.get()
+        os.kill(self.workers[idle].pid, signal.SIGKILL)
+        place(self, k, offset)
+
+    monkeypatch.setattr(processes.ProcessRun, "_place", kill_the_idle_one_then_place)
+    out, t = tmp_path / "out.sam", time.monotonic()
+    try:
+        _align(out, plain, processes=2, threads=2, batch_size=100_000)
+    except WorkerLost as exc:
+        assert "killed by SIGKILL" in str(exc) and not os.path.exists(out)
+    else:
+        _align(tmp_path / "one.sam", plain)
+        assert _body(out) == _body(tmp_path / "one.sam")
+    assert time.monotonic() - t < processes.STOP_GRACE - 2
+    assert not _workers_left()
+
+
 def test_a_held_part_that_cannot_be_written_is_one_output_error(plain, tmp_path, monkeypatch):
     """A worker that cannot write its records into the output: one error naming the output, no
     file, no worker left."""
