@@ -42,6 +42,8 @@ def ascii_of(c):
 
 _THREES = np.uint64(0x0303030303030303)
 _ONES = np.uint64(0x0101010101010101)
+#: bit 2 of each byte of a word of mapping codes (word_at): set where the code is N (N_CODE)
+N_BITS = np.uint64(0x0404040404040404)
 
 
 def _contiguous_bytes(arr):

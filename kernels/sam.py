@@ -13,7 +13,7 @@ from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from pymap.kernels.contigs import contig_of
-from pymap.kernels.encoding import ascii_of, prefetch, reverse_into, word_at
+from pymap.kernels.encoding import N_BITS, ascii_of, prefetch, reverse_into, word_at
 from pymap.kernels.text import copy_into
 from pymap.kernels.threads import range_bounds, run_ranges
 
@@ -63,8 +63,6 @@ _OP_M, _OP_I, _OP_D, _OP_N, _OP_S, _OP_EQ, _OP_X = 0, 1, 2, 3, 4, 7, 8
 #: bytes (the records of 200,000 E. coli reads, development machine: 60-68 -> 52-62 ms)
 PREFETCH_AHEAD = 4
 PREFETCH_BYTES = 256
-#: bit 2 of each byte of a word of mapping codes: set where the code is N
-_FOURS = np.uint64(0x0404040404040404)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -167,7 +165,7 @@ def _put_md(buf, p, cigar, c0, c1, ref_codes, start, src, a):
             while t < n:
                 if n - t >= 8:          # eight bases a step: the first that is not a match of ACGT, if any
                     wr = word_at(ref_codes, q + t)
-                    differ = (wr ^ word_at(src, j + t)) | (wr & _FOURS)
+                    differ = (wr ^ word_at(src, j + t)) | (wr & N_BITS)
                     if differ == 0:
                         run += 8
                         t += 8
