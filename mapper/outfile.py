@@ -138,9 +138,13 @@ class HeldPart:
 
     def copy_to(self, fh):
         """Have the part written at fh's position (fh: the open file SamWriter.plain_file names) and
-        step fh past it."""
+        step fh past it. Its stretch of the file is allocated first (which grows the file): the
+        worker writes through a mapping, which can neither grow a file nor report a full disk (a
+        page it cannot have kills the process), and only this process knows the parts' order."""
         fh.flush()
         at = fh.tell()
+        if self.size:
+            os.posix_fallocate(fh.fileno(), at, self.size)
         self.place(at)
         fh.seek(at + self.size)
 

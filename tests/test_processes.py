@@ -237,6 +237,71 @@ def test_a_held_part_that_cannot_be_written_is_one_output_error(plain, tmp_path,
     assert not _workers_left()
 
 
+@pytest.mark.parametrize("case", ["mapped", "no shared mappings"])
+def test_a_held_part_is_written_into_its_stretch_of_the_file(tmp_path, monkeypatch, case):
+    """A worker copies its pieces through a mapping of their stretch of the file (allocated by the
+    client), from an offset on no page boundary; where the file system maps no files, it writes them
+    (pwrite). The bytes around them stay as they were."""
+    import mmap
+
+    import numpy as np
+    from pymap import processes
+    maps, real = [], mmap.mmap
+
+    def counted(*args, **kw):
+        if case == "no shared mappings":
+            raise OSError(19, "No such device")
+        maps.append(args)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(processes.mmap, "mmap", counted)
+    path = tmp_path / "out.sam"
+    path.write_bytes(b"h" * 5000)
+    pieces = [np.frombuffer(b"r1\tx\n", np.uint8), np.zeros(0, np.uint8), np.full(9000, ord("s"), np.uint8)]
+    size = sum(len(p) for p in pieces)
+    with open(path, "r+b") as fh:
+        os.posix_fallocate(fh.fileno(), 5000, 1001 + size + 7)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        processes._write_at(fd, pieces, 6001)
+        processes._write_at(fd, [], 6001 + size)
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b"h" * 5000 + bytes(1001) + b"r1\tx\n" + b"s" * 9000 + bytes(7)
+    assert len(maps) == (case == "mapped")
+
+
+def test_a_stretch_that_cannot_be_allocated_is_one_output_error(plain, tmp_path, monkeypatch):
+    """A full disk met while allocating a held part's stretch: one error naming the output, no file,
+    no worker left (the worker never maps pages the disk cannot give)."""
+    import errno
+
+    def full(fd, offset, size):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    with pytest.raises(OutputError, match=r"out.sam: cannot write \(No space left on device\)$"):
+        _align(tmp_path / "out.sam", plain, processes=2, batch_size=100)
+    assert not os.path.exists(tmp_path / "out.sam")
+    assert not [f for f in os.listdir(tmp_path) if f.startswith(".")]
+    assert not _workers_left()
+
+
+def test_a_held_part_has_its_stretch_allocated_before_it_is_placed(tmp_path):
+    """The client allocates a held part's stretch of the output (a worker's mapping can neither grow
+    the file nor report a full disk) before it has the worker write there, and steps past it."""
+    from pymap import outfile
+    seen = []
+    with open(tmp_path / "out.sam", "wb") as fh:
+        fh.write(b"@HD\tVN:1.6\n")
+        outfile.HeldPart(100000, lambda at: seen.append((at, os.fstat(fh.fileno())))).copy_to(fh)
+        outfile.HeldPart(0, lambda at: seen.append((at, None))).copy_to(fh)
+        assert fh.tell() == 11 + 100000
+    (at, st), (at0, _) = seen
+    assert (at, at0) == (11, 11 + 100000)
+    assert st.st_size == 11 + 100000 and st.st_blocks * 512 >= 100000
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
 @pytest.mark.parametrize("processes", [1, 2])
 def test_a_full_disk_is_one_output_error(plain, processes):
