@@ -391,6 +391,25 @@ def test_bench_host_ceiling_pymap_stage_table(tmp_path, batch_size):
     assert len(rows) == 2
 
 
+def test_bench_file_writes_table_and_its_check(tmp_path):
+    """scripts/bench_file_writes.py: a row per process count with every mode's rate; each writer's
+    stretch is checked, so a writer that wrote elsewhere fails the run."""
+    wb = _load("bench_file_writes")
+    args = [sys.executable, os.path.join(SCRIPTS, "bench_file_writes.py"), "--dir", str(tmp_path),
+            "--procs", "1", "3", "--mib", "9"]
+    res = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = [line.split(" | ") for line in res.stdout.splitlines() if line.startswith(("| 1 |", "| 3 |"))]
+    assert len(rows) == 2 and all(len(row) == 1 + len(wb.MODES) for row in rows)
+    assert "copies" in rows[1][wb.MODES.index("mapped") + 1]
+    assert os.listdir(tmp_path) == []
+    path = str(tmp_path / "f")
+    with open(path, "wb") as fh:
+        fh.write(b"\x01" * 4096 + bytes(4096))      # process 0's stretch right, process 1's not written
+    with pytest.raises(SystemExit, match="process 1's stretch"):
+        wb._check("pwrite", 2, 4096, path)
+
+
 def test_spy_summary_through_and_busy(tmp_path, capsys):
     """scripts/spy_summary.py: --through counts the samples through each named frame; --busy leaves out
     a thread waiting for a lock."""
