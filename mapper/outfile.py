@@ -1,5 +1,7 @@
 """Output files that appear only when complete: written under a temporary name, then renamed."""
+import ctypes
 import errno
+import functools
 import os
 import shutil
 import tempfile
@@ -138,15 +140,42 @@ class HeldPart:
 
     def copy_to(self, fh):
         """Have the part written at fh's position (fh: the open file SamWriter.plain_file names) and
-        step fh past it. Its stretch of the file is allocated first (which grows the file): the
-        worker writes through a mapping, which can neither grow a file nor report a full disk (a
-        page it cannot have kills the process), and only this process knows the parts' order."""
+        step fh past it. Its stretch of the file is allocated first where the file system can
+        (allocate): the worker then writes through a mapping, which can neither grow a file nor
+        report a full disk (a page it cannot have kills the process); place(offset, allocated)."""
         fh.flush()
         at = fh.tell()
-        if self.size:
-            os.posix_fallocate(fh.fileno(), at, self.size)
-        self.place(at)
+        self.place(at, self.size > 0 and allocate(fh.fileno(), at, self.size))
         fh.seek(at + self.size)
+
+
+def allocate(fd, offset, size):
+    """Allocate the stretch offset..offset + size of the open file fd, growing the file, where its
+    file system does so itself (fallocate); False where it cannot. Not posix_fallocate: where the file
+    system cannot, glibc writes a byte into every block instead, a write each 4 KiB over a network
+    file system. A full disk raises OSError."""
+    call = _fallocate()
+    while call is not None:
+        if call(fd, 0, offset, size) == 0:
+            return True
+        err = ctypes.get_errno()
+        if err in (errno.EOPNOTSUPP, errno.ENOSYS, errno.ENODEV):
+            break
+        if err != errno.EINTR:
+            raise OSError(err, os.strerror(err))
+    return False
+
+
+@functools.lru_cache(maxsize=None)
+def _fallocate():
+    """The C library's fallocate(fd, mode, offset, length), or None where it has none."""
+    try:
+        call = ctypes.CDLL(None, use_errno=True).fallocate
+    except (AttributeError, OSError):
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    call.restype = ctypes.c_int
+    return call
 
 
 def _sendfile(src, fh):

@@ -6,7 +6,8 @@ share (--batches, by default as for one process of those threads); chunks go to 
 asks first. This process parses no reads where the input is plain FASTQ (it sends byte ranges). Into
 a plain SAM file the workers write their records themselves, each chunk at the offset this process
 gives it once the chunks before it are sized, through a shared mapping of the stretch this process
-has allocated; other outputs take the workers' part files, copied in order. The records are those
+has allocated (by pwrite where its file system cannot allocate); other outputs take the workers'
+part files, copied in order. The records are those
 of one process. With --device gpu, worker k uses GPU k mod the GPUs visible.
 
 What it buys (BENCHMARKS.md, seventeenth and twenty-ninth sessions): on the CPU, a process a core
@@ -119,11 +120,11 @@ def _work(run, gpu, tasks, stop, conn, orders):
                 if order[0] == "model":
                     learned.set(order[1])
                     continue
-                _, k, path, offset, name = order
+                _, k, path, offset, allocated, name = order
                 try:
                     if fd is None:
                         fd = os.open(path, os.O_RDWR)           # a shared mapping needs it readable
-                    _write_at(fd, held.pop(k), offset)
+                    _write_at(fd, held.pop(k), offset, allocated)
                     send(("placed", k, None))
                 except OSError as exc:
                     send(("failed", k, *_portable(outfile.cannot_write(name, exc))))
@@ -147,16 +148,16 @@ def _work(run, gpu, tasks, stop, conn, orders):
     pipe.close()
 
 
-def _write_at(fd, pieces, offset):
-    """Copy the pieces of text (format_sam) one after the other into the file fd from offset, through
-    a shared mapping of their stretch, whose pages the client has allocated (HeldPart). Writes
-    (pwrite) into one file take its lock one at a time, and workers writing 20 M reads' SAM that way
-    waited on each other (BENCHMARKS.md, fortieth session), where the pages of a mapping fill side by
-    side. A file system without shared mappings takes pwrite."""
+def _write_at(fd, pieces, offset, allocated):
+    """Write the pieces of text (format_sam) one after the other into the file fd from offset: where
+    the client has allocated their stretch (HeldPart), copied through a shared mapping of it, else
+    (or on a file system without shared mappings) by pwrite. Writes into one file take its lock one
+    at a time, and workers writing 20 M reads' SAM that way waited on each other (BENCHMARKS.md,
+    fortieth session), where the pages of a mapping fill side by side."""
     size = sum(len(piece) for piece in pieces)
     start = offset - offset % mmap.ALLOCATIONGRANULARITY
     try:
-        mapped = mmap.mmap(fd, offset + size - start, offset=start) if size else None
+        mapped = mmap.mmap(fd, offset + size - start, offset=start) if allocated else None
     except OSError:
         mapped = None
     if mapped is None:
@@ -301,11 +302,12 @@ class ProcessRun(chunks.ChunkedRun):
             except OSError:
                 raise self._lost(w) from None
 
-    def _place(self, k, offset):
-        """Have the worker holding chunk k write its records into the output at offset."""
+    def _place(self, k, offset, allocated):
+        """Have the worker holding chunk k write its records into the output at offset (through a
+        mapping where their stretch is allocated)."""
         w = self.holder.pop(k)
         try:
-            self.orders[w].send(("place", k, self.place_path, offset, self.place_name))
+            self.orders[w].send(("place", k, self.place_path, offset, allocated, self.place_name))
         except OSError:
             raise self._lost(w) from None
 

@@ -181,11 +181,11 @@ def test_a_worker_killed_holding_records_stops_the_run(plain, tmp_path, monkeypa
     place = processes.ProcessRun._place
     killed = []
 
-    def kill_then_place(self, k, offset):
+    def kill_then_place(self, k, offset, allocated):
         if not killed:          # once: a second kill could find the first one's worker reaped (ESRCH)
             killed.append(k)
             os.kill(self.workers[self.holder[k]].pid, signal.SIGKILL)
-        place(self, k, offset)
+        place(self, k, offset, allocated)
 
     monkeypatch.setattr(processes.ProcessRun, "_place", kill_then_place)
     with pytest.raises(WorkerLost, match="worker process [01] ended before its chunks were mapped .killed by SIGKILL"):
@@ -202,10 +202,10 @@ def test_a_worker_lost_waiting_for_a_task_does_not_hold_the_others(plain, tmp_pa
     from pymap import processes
     place = processes.ProcessRun._place
 
-    def kill_the_idle_one_then_place(self, k, offset):
+    def kill_the_idle_one_then_place(self, k, offset, allocated):
         idle = 1 - self.holder[k]           # one chunk: the other worker's thread waits in tasks.get()
         os.kill(self.workers[idle].pid, signal.SIGKILL)
-        place(self, k, offset)
+        place(self, k, offset, allocated)
 
     monkeypatch.setattr(processes.ProcessRun, "_place", kill_the_idle_one_then_place)
     out, t = tmp_path / "out.sam", time.monotonic()
@@ -226,9 +226,9 @@ def test_a_held_part_that_cannot_be_written_is_one_output_error(plain, tmp_path,
     from pymap import processes
     place = processes.ProcessRun._place
 
-    def place_elsewhere(self, k, offset):
+    def place_elsewhere(self, k, offset, allocated):
         self.place_path = str(tmp_path / "gone" / "out.sam.part")
-        place(self, k, offset)
+        place(self, k, offset, allocated)
 
     monkeypatch.setattr(processes.ProcessRun, "_place", place_elsewhere)
     with pytest.raises(OutputError, match=r"out.sam: cannot write \(No such file or directory\)"):
@@ -237,11 +237,11 @@ def test_a_held_part_that_cannot_be_written_is_one_output_error(plain, tmp_path,
     assert not _workers_left()
 
 
-@pytest.mark.parametrize("case", ["mapped", "no shared mappings"])
+@pytest.mark.parametrize("case", ["mapped", "not allocated", "no shared mappings"])
 def test_a_held_part_is_written_into_its_stretch_of_the_file(tmp_path, monkeypatch, case):
-    """A worker copies its pieces through a mapping of their stretch of the file (allocated by the
-    client), from an offset on no page boundary; where the file system maps no files, it writes them
-    (pwrite). The bytes around them stay as they were."""
+    """A worker copies its pieces through a mapping of their stretch of the file where the client
+    allocated it, from an offset on no page boundary; where it did not (its file system cannot), or
+    the file system maps no files, it writes them (pwrite). The bytes around them stay as they were."""
     import mmap
 
     import numpy as np
@@ -260,15 +260,25 @@ def test_a_held_part_is_written_into_its_stretch_of_the_file(tmp_path, monkeypat
     pieces = [np.frombuffer(b"r1\tx\n", np.uint8), np.zeros(0, np.uint8), np.full(9000, ord("s"), np.uint8)]
     size = sum(len(p) for p in pieces)
     with open(path, "r+b") as fh:
-        os.posix_fallocate(fh.fileno(), 5000, 1001 + size + 7)
+        os.ftruncate(fh.fileno(), 6001 + size + 7)
     fd = os.open(path, os.O_RDWR)
     try:
-        processes._write_at(fd, pieces, 6001)
-        processes._write_at(fd, [], 6001 + size)
+        processes._write_at(fd, pieces, 6001, case != "not allocated")
+        processes._write_at(fd, [], 6001 + size, False)
     finally:
         os.close(fd)
     assert path.read_bytes() == b"h" * 5000 + bytes(1001) + b"r1\tx\n" + b"s" * 9000 + bytes(7)
     assert len(maps) == (case == "mapped")
+
+
+def _failing_fallocate(err):
+    """A stand-in for the C library's fallocate that fails with errno err."""
+    import ctypes
+
+    def call(fd, mode, offset, size):
+        ctypes.set_errno(err)
+        return -1
+    return call
 
 
 def test_a_stretch_that_cannot_be_allocated_is_one_output_error(plain, tmp_path, monkeypatch):
@@ -276,10 +286,8 @@ def test_a_stretch_that_cannot_be_allocated_is_one_output_error(plain, tmp_path,
     no worker left (the worker never maps pages the disk cannot give)."""
     import errno
 
-    def full(fd, offset, size):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(os, "posix_fallocate", full)
+    from pymap import outfile
+    monkeypatch.setattr(outfile, "_fallocate", lambda: _failing_fallocate(errno.ENOSPC))
     with pytest.raises(OutputError, match=r"out.sam: cannot write \(No space left on device\)$"):
         _align(tmp_path / "out.sam", plain, processes=2, batch_size=100)
     assert not os.path.exists(tmp_path / "out.sam")
@@ -287,19 +295,26 @@ def test_a_stretch_that_cannot_be_allocated_is_one_output_error(plain, tmp_path,
     assert not _workers_left()
 
 
-def test_a_held_part_has_its_stretch_allocated_before_it_is_placed(tmp_path):
+def test_a_held_part_has_its_stretch_allocated_before_it_is_placed(tmp_path, monkeypatch):
     """The client allocates a held part's stretch of the output (a worker's mapping can neither grow
-    the file nor report a full disk) before it has the worker write there, and steps past it."""
+    the file nor report a full disk) before it has the worker write there, and steps past it. Where
+    the file system cannot allocate, it grows nothing and says so; the worker then writes."""
+    import errno
+
     from pymap import outfile
     seen = []
     with open(tmp_path / "out.sam", "wb") as fh:
         fh.write(b"@HD\tVN:1.6\n")
-        outfile.HeldPart(100000, lambda at: seen.append((at, os.fstat(fh.fileno())))).copy_to(fh)
-        outfile.HeldPart(0, lambda at: seen.append((at, None))).copy_to(fh)
+        outfile.HeldPart(100000, lambda at, allocated: seen.append((at, allocated, os.fstat(fh.fileno())))).copy_to(fh)
+        outfile.HeldPart(0, lambda at, allocated: seen.append((at, allocated, None))).copy_to(fh)
         assert fh.tell() == 11 + 100000
-    (at, st), (at0, _) = seen
-    assert (at, at0) == (11, 11 + 100000)
+        monkeypatch.setattr(outfile, "_fallocate", lambda: _failing_fallocate(errno.EOPNOTSUPP))
+        outfile.HeldPart(5, lambda at, allocated: seen.append((at, allocated, os.fstat(fh.fileno())))).copy_to(fh)
+    (at, allocated, st), (at0, allocated0, _), (at2, allocated2, st2) = seen
+    assert (at, at0, at2) == (11, 11 + 100000, 11 + 100000)
+    assert (allocated, allocated0, allocated2) == (True, False, False)
     assert st.st_size == 11 + 100000 and st.st_blocks * 512 >= 100000
+    assert st2.st_size == 11 + 100000
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
