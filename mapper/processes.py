@@ -7,8 +7,8 @@ asks first. This process parses no reads where the input is plain FASTQ (it send
 a plain SAM file the workers write their records themselves, each chunk at the offset this process
 gives it once the chunks before it are sized, through a shared mapping of the stretch this process
 has allocated (by pwrite where its file system cannot allocate); other outputs take the workers'
-part files, copied in order. The records are those
-of one process. With --device gpu, worker k uses GPU k mod the GPUs visible.
+part files, copied in order. The records are those of one process. With --device gpu, worker k
+uses GPU k mod the GPUs visible.
 
 What it buys (BENCHMARKS.md, seventeenth and twenty-ninth sessions): on the CPU, a process a core
 instead of one process's threads (16 cores: 2 M reads in 4.2 s against 5.4 s; one process's threads
