@@ -157,7 +157,7 @@ def _write_at(fd, pieces, offset, allocated):
     size = sum(len(piece) for piece in pieces)
     start = offset - offset % mmap.ALLOCATIONGRANULARITY
     try:
-        mapped = mmap.mmap(fd, offset + size - start, offset=start) if allocated else None
+        mapped = mmap.mmap(fd, offset + size - start, offset=start) if allocated and size else None
     except OSError:
         mapped = None
     if mapped is None:
