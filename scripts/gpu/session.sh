@@ -3,7 +3,7 @@
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
 #   bash scripts/gpu/session.sh STEP ...   (default: tests bench ncu map)
 #   steps: tests gpustages bench cand scale ncu ncumap map gpupipe gpumem gpupairpipe gpupairs abpipe spy spystart spyworkers gpustart firstcalls batchsweep large multigpu
-#          twoproc daskgpu procs gpuprocs nsys
+#          twoproc daskgpu procs gpuprocs nsys filewrites
 #          cpus ceiling hostceiling dask daskab daskprof output (each is described where the case below handles it)
 # (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
 # dependencies, see BENCHMARKS.md "Scale-out on Dask")
@@ -417,6 +417,11 @@ print(f'import numba {t1 - t0:.2f} s, numba.cuda {t2 - t1:.2f} s, context {t3 - 
       for i in $(seq 0 $((N - 1))); do one $(printf %02d $i) & done; wait
       echo "processes $N: $(python3 -c "import time; print(round(time.time() - $t0, 2))") s (each maps $((n / 4)) reads)" | tee -a "$OUT/ceiling.txt"
     done ;;
+  filewrites)
+    # how fast P processes write one file on this host's tmpfs: pwrite, a file each, mapped stretches allocated
+    # or not (scripts/bench_file_writes.py; pymap's workers write mapped, allocated stretches); memory touched first
+    head -c 24G /dev/zero > /dev/shm/touch; rm -f /dev/shm/touch
+    python3 scripts/bench_file_writes.py --dir /dev/shm --procs ${WRITE_PROCS:-1 2 4 8} --mib 1024 | tee "$OUT/filewrites.md" ;;
   hostceiling)
     # the host's ceiling without start-up: N single-threaded processes timed together once warm, on a
     # compute loop, random DRAM reads and pymap -t 1 mapping 1/16 of the reads (scripts/bench_host_ceiling.py)
