@@ -151,15 +151,15 @@ class HeldPart:
 
 def allocate(fd, offset, size):
     """Allocate the stretch offset..offset + size of the open file fd, growing the file, where its
-    file system does so itself (fallocate); False where it cannot. Not posix_fallocate: where the file
-    system cannot, glibc writes a byte into every block instead, a write each 4 KiB over a network
-    file system. A full disk raises OSError."""
+    file system does so itself (fallocate); False where it cannot (some file systems say so with
+    EINVAL). Not posix_fallocate: where the file system cannot, glibc writes a byte into every block
+    instead, a write each 4 KiB over a network file system. A full disk raises OSError."""
     call = _fallocate()
     while call is not None:
         if call(fd, 0, offset, size) == 0:
             return True
         err = ctypes.get_errno()
-        if err in (errno.EOPNOTSUPP, errno.ENOSYS, errno.ENODEV):
+        if err in (errno.EOPNOTSUPP, errno.ENOSYS, errno.ENODEV, errno.EINVAL):
             break
         if err != errno.EINTR:
             raise OSError(err, os.strerror(err))
