@@ -11,45 +11,38 @@ their SAM text (pymap.processes), each process its own stretch:
   workers map reads);
 - `mapped-unallocated`: the file grown with ftruncate only; the mappings' page faults allocate.
 
+Every mode writes through pymap's own worker write (processes._write_at), in 8 MiB pieces.
+
     python3 scripts/bench_file_writes.py --dir /dev/shm --procs 1 2 4 8 --mib 1024
 
 A Markdown table of GB/s on stdout (of every byte written, the allocation included); each file is
 checked to hold what was written, then removed.
 """
 import argparse
-import mmap
 import multiprocessing
 import os
 import time
 
 import numpy as np
 
+from pymap.processes import _write_at
+
 PIECE = 8 << 20
 MODES = ["pwrite", "files", "mapped", "mapped-unallocated"]
 
 
-def _piece(k):
-    return np.full(PIECE, k + 1, np.uint8)
-
-
 def _writer(mode, path, k, size, go):
-    piece = _piece(k)
+    """Process k writes its stretch by pymap's own worker write (processes._write_at): mapped where
+    the stretch is allocated (or the file merely grown), else by pwrite."""
+    piece = np.full(PIECE, k + 1, np.uint8)
+    pieces = [piece[:min(PIECE, size - at)] for at in range(0, size, PIECE)]
     go.wait()
     if mode == "files":
         fd, base = os.open(f"{path}.{k}", os.O_WRONLY | os.O_CREAT, 0o644), 0
     else:
         fd, base = os.open(path, os.O_RDWR), k * size
     try:
-        if mode in ("pwrite", "files"):
-            for at in range(0, size, PIECE):
-                os.pwrite(fd, piece[:min(PIECE, size - at)], base + at)
-            return
-        mapped = mmap.mmap(fd, size, offset=base)
-        text = np.frombuffer(mapped, np.uint8)
-        for at in range(0, size, PIECE):
-            text[at:at + PIECE] = piece[:min(PIECE, size - at)]
-        del text
-        mapped.close()
+        _write_at(fd, pieces, base, mode.startswith("mapped"))
     finally:
         os.close(fd)
 
@@ -83,15 +76,15 @@ def run(mode, procs, size, path):
 
 
 def _check(mode, procs, size, path):
-    names = [f"{path}.{k}" for k in range(procs)] if mode == "files" else [path]
+    """Each process's stretch holds its bytes (SystemExit where not); the files are then removed."""
     for k in range(procs):
-        name = names[k] if mode == "files" else path
+        name, at = (f"{path}.{k}", 0) if mode == "files" else (path, k * size)
         with open(name, "rb") as fh:
-            fh.seek(0 if mode == "files" else k * size)
+            fh.seek(at)
             got = np.frombuffer(fh.read(size), np.uint8)
         if len(got) != size or (got != k + 1).any():
             raise SystemExit(f"{mode}: process {k}'s stretch does not hold what it wrote")
-    for name in names + [path]:
+    for name in [path] + [f"{path}.{k}" for k in range(procs)]:
         if os.path.exists(name):
             os.unlink(name)
 
