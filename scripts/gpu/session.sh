@@ -3,7 +3,7 @@
 #   device run, carry [".gpu"] (site.tar.xz from ../shared/gpu/stage.sh, ecoli_MG1655.fa.gz):
 #   bash scripts/gpu/session.sh STEP ...   (default: tests bench ncu map)
 #   steps: tests gpustages bench cand scale ncu ncumap map gpupipe gpumem gpupairpipe gpupairs abpipe spy spystart spyworkers gpustart firstcalls batchsweep large multigpu
-#          twoproc daskgpu procs gpuprocs nsys filewrites
+#          twoproc daskgpu procs gpuprocs nsys filewrites limits
 #          cpus ceiling hostceiling dask daskab daskprof output (each is described where the case below handles it)
 # (dask: the CPU scaling of --dask local:N; stage with EXTRA_PKGS naming dask, distributed and their
 # dependencies, see BENCHMARKS.md "Scale-out on Dask")
@@ -417,6 +417,45 @@ print(f'import numba {t1 - t0:.2f} s, numba.cuda {t2 - t1:.2f} s, context {t3 - 
       for i in $(seq 0 $((N - 1))); do one $(printf %02d $i) & done; wait
       echo "processes $N: $(python3 -c "import time; print(round(time.time() - $t0, 2))") s (each maps $((n / 4)) reads)" | tee -a "$OUT/ceiling.txt"
     done ;;
+  limits)
+    # what a GPU run of the default layout (--processes auto) leaves idle: the busy CPUs (cpu_busy.py) and the
+    # GPU's utilisation (nvidia-smi, every 100 ms) over a plain run; then py-spy attached to each worker, not
+    # pausing it, LIMITS_AFTER s (3) into a run for LIMITS_FOR s (3): --gil (how much of the time each worker
+    # holds Python's lock) and --idle (where its batch threads' time goes, waits included).
+    # MAP_READS=2000000 (LIMITS_COPIES=10 copies: the 20 M reads of BENCHMARKS.md) on /dev/shm
+    ecoli_reads && unpack_pyspy
+    python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
+    W=/dev/shm/pymap; mkdir -p $W
+    head -c ${TOUCH:-24G} /dev/zero > $W/touch; rm -f $W/touch      # a fresh machine's memory grows as first touched
+    for k in $(seq ${LIMITS_COPIES:-10}); do cat /tmp/map/r150.fq; done > $W/lim.fq
+    A="python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa --no-progress -t $(nproc) --device gpu"
+    $A /tmp/map/r150.fq --processes 2 -o $W/lim.sam > /dev/null 2>&1          # the kernels loaded once
+    rm -f $W/lim.sam
+    nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 > /tmp/map/util.txt &
+    smi=$!
+    python3 scripts/gpu/cpu_busy.py -- $A $W/lim.fq -o $W/lim.sam > "$OUT/limits_busy.md" 2> /tmp/map/lim.log
+    kill $smi
+    { head -1 "$OUT/limits_busy.md"
+      awk '{n++; s+=$1; if ($1>0) {b++; t+=$1}} END {printf "GPU utilisation (nvidia-smi, 100 ms): mean %.1f %%, over samples with a kernel %.1f %%\n", s/n, t/b}' /tmp/map/util.txt
+      tail -1 /tmp/map/lim.log; } | tee "$OUT/limits.md"
+    for mode in gil idle; do
+      rm -f $W/lim.sam
+      $A $W/lim.fq -o $W/lim.sam 2> /tmp/map/lim.log &
+      sleep ${LIMITS_AFTER:-3}
+      server=$(pgrep -o -f "forkserver import main")          # the workers' parent (see spyworkers)
+      for w in $(pgrep -P "$server"); do
+        /tmp/py-spy record --pid $w --$mode --threads --nonblocking -r 100 -d ${LIMITS_FOR:-3} -f raw \
+          -o /tmp/map/lim_${mode}_$w.txt > /dev/null 2>&1 &
+      done
+      wait
+      for f in /tmp/map/lim_${mode}_*.txt; do
+        awk -v f="${f##*/}" -v s=${LIMITS_FOR:-3} '{n+=$NF} END {printf "%s: %d samples, %.2f of %d s at 100 Hz\n", f, n, n/(100*s), s}' "$f"
+      done | tee -a "$OUT/limits.md"
+      cat /tmp/map/lim_${mode}_*.txt > /tmp/map/lim_$mode.txt
+      python3 scripts/spy_summary.py /tmp/map/lim_$mode.txt --top 50 --under map_chunk > "$OUT/limits_$mode.md"
+      gzip -c /tmp/map/lim_$mode.txt > "$OUT/limits_$mode.txt.gz"
+    done
+    rm -f $W/lim.fq $W/lim.sam /tmp/map/lim_* ;;
   filewrites)
     # how fast P processes write one file on this host's tmpfs: pwrite, a file each, mapped stretches allocated
     # or not (scripts/bench_file_writes.py; pymap's workers write mapped, allocated stretches); memory touched first
