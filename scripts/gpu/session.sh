@@ -449,7 +449,8 @@ print(f'import numba {t1 - t0:.2f} s, numba.cuda {t2 - t1:.2f} s, context {t3 - 
       done
       wait
       for f in /tmp/map/lim_${mode}_*.txt; do
-        awk -v f="${f##*/}" -v s=${LIMITS_FOR:-3} '{n+=$NF} END {printf "%s: %d samples, %.2f of %d s at 100 Hz\n", f, n, n/(100*s), s}' "$f"
+        awk -v f="${f##*/}" -v s=${LIMITS_FOR:-3} -v m=$mode '{n+=$NF} END {printf "%s: %d samples in %d s at 100 Hz: %.2f %s\n",
+          f, n, s, n/(100*s), m == "gil" ? "of the time holding Python'"'"'s lock" : "threads on average"}' "$f"
       done | tee -a "$OUT/limits.md"
       cat /tmp/map/lim_${mode}_*.txt > /tmp/map/lim_$mode.txt
       python3 scripts/spy_summary.py /tmp/map/lim_$mode.txt --top 50 --under map_chunk > "$OUT/limits_$mode.md"
