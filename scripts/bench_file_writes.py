@@ -5,10 +5,11 @@ their SAM text (pymap.processes), each process its own stretch:
 - `pwrite`: os.pwrite into one file (the workers until the fortieth session): the file's lock lets
   one write in at a time;
 - `files`: a file each, pwrite (the ceiling: nothing shared, but not one output);
-- `mapped`: the parent allocates every stretch (posix_fallocate, which also grows the file), then
-  each process copies into a shared mapping of its own (pymap's workers now); the rate counts the
-  parent's allocation, and the copies' rate alone follows it (pymap's client allocates while the
-  workers map reads);
+- `mapped`: the parent allocates every stretch (pymap's own outfile.allocate: fallocate, which also
+  grows the file), then each process copies into a shared mapping of its own (pymap's workers now);
+  the rate counts the parent's allocation, and the copies' rate alone follows it (pymap's client
+  allocates while the workers map reads). A file system that cannot allocate ends the run: pymap's
+  workers would pwrite there;
 - `mapped-unallocated`: the file grown with ftruncate only; the mappings' page faults allocate.
 
 Every mode writes through pymap's own worker write (processes._write_at), in 8 MiB pieces.
@@ -25,6 +26,7 @@ import time
 
 import numpy as np
 
+from pymap.outfile import allocate
 from pymap.processes import _write_at
 
 PIECE = 8 << 20
@@ -59,9 +61,9 @@ def run(mode, procs, size, path):
     time.sleep(0.5)                                     # every process started and waiting
     t0 = time.perf_counter()
     fd = os.open(path, os.O_RDWR)
-    if mode == "mapped":
-        os.posix_fallocate(fd, 0, size * procs)
-    elif mode == "mapped-unallocated":
+    if mode == "mapped" and not allocate(fd, 0, size * procs):
+        raise SystemExit(f"{path}: its file system cannot allocate (pymap's workers write by pwrite there)")
+    if mode == "mapped-unallocated":
         os.ftruncate(fd, size * procs)
     os.close(fd)
     allocated = time.perf_counter() - t0

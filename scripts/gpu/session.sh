@@ -28,6 +28,10 @@ ecoli_reads() {
   [ -f /tmp/map/r150.fq ] || python3 scripts/numpy_reads.py /tmp/map/ecoli_MG1655.fa -n ${MAP_READS:-1000000} -L 150 \
     --seed 3 -o /tmp/map/r150.fq
 }
+# a fresh machine's memory grows as it is first touched: TOUCH (24G) of /dev/shm written once, then freed
+touch_memory() {
+  head -c ${TOUCH:-24G} /dev/zero > /dev/shm/touch; rm -f /dev/shm/touch
+}
 # py-spy's static binary from .gpu/py-spy.xz (see the spy step) at /tmp/py-spy
 unpack_pyspy() {
   [ -x /tmp/py-spy ] || { xz -dc .gpu/py-spy.xz > /tmp/py-spy && chmod +x /tmp/py-spy; }
@@ -426,7 +430,7 @@ print(f'import numba {t1 - t0:.2f} s, numba.cuda {t2 - t1:.2f} s, context {t3 - 
     ecoli_reads && unpack_pyspy
     python3 -m pymap.cli index /tmp/map/ecoli_MG1655.fa 2>&1 | tail -1
     W=/dev/shm/pymap; mkdir -p $W
-    head -c ${TOUCH:-24G} /dev/zero > $W/touch; rm -f $W/touch      # a fresh machine's memory grows as first touched
+    touch_memory
     for k in $(seq ${LIMITS_COPIES:-10}); do cat /tmp/map/r150.fq; done > $W/lim.fq
     A="python3 -m pymap.cli align /tmp/map/ecoli_MG1655.fa --no-progress -t $(nproc) --device gpu"
     $A /tmp/map/r150.fq --processes 2 -o $W/lim.sam > /dev/null 2>&1          # the kernels loaded once
@@ -460,7 +464,7 @@ print(f'import numba {t1 - t0:.2f} s, numba.cuda {t2 - t1:.2f} s, context {t3 - 
   filewrites)
     # how fast P processes write one file on this host's tmpfs: pwrite, a file each, mapped stretches allocated
     # or not (scripts/bench_file_writes.py; pymap's workers write mapped, allocated stretches); memory touched first
-    head -c 24G /dev/zero > /dev/shm/touch; rm -f /dev/shm/touch
+    touch_memory
     python3 scripts/bench_file_writes.py --dir /dev/shm --procs ${WRITE_PROCS:-1 2 4 8} --mib 1024 | tee "$OUT/filewrites.md" ;;
   hostceiling)
     # the host's ceiling without start-up: N single-threaded processes timed together once warm, on a
